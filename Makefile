@@ -1,0 +1,43 @@
+# Agent Engine developer commands. Everything runs from the repo's own .venv.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test lint fmt clean venv unit integration bench
+
+venv: $(STAMP)
+
+# Reinstall when the dependency pins change.
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@touch $@
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+fmt: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+# Every tier this machine can run: unit, integration, cluster (e2e needs Docker: make e2e-kind).
+test: lint
+	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
+
+unit: venv
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+integration: venv
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) -m tests.benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info runtime/*.egg-info operator/*.egg-info .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

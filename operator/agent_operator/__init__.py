@@ -1,0 +1,3 @@
+"""Agent Engine operator: reconciles Agent and Connector resources."""
+
+__version__ = "0.1.0"
