@@ -1,0 +1,81 @@
+"""The env/paths contract between the runtime image and the pods the operator renders.
+
+Both sides import these names; the operator may import `agent_runtime`, never the reverse.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+
+class RunnerMode(StrEnum):
+    """Which component one runtime process is; the value of `RUNNER_MODE`."""
+
+    AER = "aer"
+    TOOL = "tool"
+    MEMORY = "memory"
+    OE = "oe"
+
+
+# Image command and component selection.
+LAUNCHER_MODULE: Final = "agent_runtime.launcher"
+IMAGE_COMMAND: Final = ("python", "-m", LAUNCHER_MODULE)
+RUNNER_MODE_ENV: Final = "RUNNER_MODE"
+PORTS: Final[Mapping[RunnerMode, int]] = MappingProxyType(
+    {RunnerMode.AER: 8001, RunnerMode.TOOL: 8002, RunnerMode.MEMORY: 8081, RunnerMode.OE: 8080}
+)
+
+# Connector bundle: a ConfigMap with flat keys, mounted read-only; the env names its index file.
+BUNDLE_MOUNT_DIR: Final = "/etc/agent-engine/bundle"
+BUNDLE_INDEX_KEY: Final = "index.yaml"
+BUNDLE_INDEX_PATH: Final = f"{BUNDLE_MOUNT_DIR}/{BUNDLE_INDEX_KEY}"
+BUNDLE_PATH_ENV: Final = "AGENTIC_CONNECTOR_BUNDLE_PATH"
+
+# Tenant code.
+ENTRYPOINT_ENV: Final = "AGENT_ENTRYPOINT"
+
+# Bearer token between components: a Secret key mounted read-only as a file (RUNTIME_TOKEN for local runs).
+# These are names and paths, not secrets.
+TOKEN_MOUNT_DIR: Final = "/etc/agent-engine/token"  # noqa: S105
+TOKEN_SECRET_KEY: Final = "token"  # noqa: S105
+TOKEN_FILE_PATH: Final = f"{TOKEN_MOUNT_DIR}/{TOKEN_SECRET_KEY}"
+TOKEN_FILE_ENV: Final = "RUNTIME_TOKEN_FILE"  # noqa: S105
+TOKEN_ENV: Final = "RUNTIME_TOKEN"  # noqa: S105
+
+# Logging and listener.
+STRUCTURED_LOGGING_ENV: Final = "STRUCTURED_LOGGING"
+APP_HOST_ENV: Final = "APP_HOST"
+
+# Unauthenticated probe and scrape routes; every other route needs the bearer token.
+HEALTH_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+METRICS_PATH: Final = "/metrics"
+UNAUTHENTICATED_PATHS: Final = frozenset({HEALTH_PATH, READY_PATH, METRICS_PATH})
+
+# Pod filesystem and identity.
+TMP_DIR: Final = "/tmp"  # noqa: S108 - an emptyDir in the pod; the root filesystem is read-only
+RUNTIME_UID: Final = 10001
+
+# Platform environment: never a tenant secret in the Tool Pod. Everything else there is one.
+PLATFORM_ENV_PREFIXES: Final = ("AGENTIC_", "AGENT_", "RUNTIME_", "RUNNER_", "KUBERNETES_", "PYTHON", "LC_")
+PLATFORM_ENV_NAMES: Final = frozenset(
+    {"PATH", "HOME", "HOSTNAME", "LANG", "TERM", "PWD", "SHLVL", APP_HOST_ENV, STRUCTURED_LOGGING_ENV}
+)
+# Kubernetes service-link variables (FOO_SERVICE_HOST, FOO_SERVICE_PORT_HTTP, FOO_PORT_80_TCP_ADDR, ...).
+PLATFORM_ENV_GLOBS: Final = ("*_SERVICE_HOST", "*_SERVICE_PORT*", "*_PORT*")
+
+
+def is_platform_env(name: str) -> bool:
+    """True for a variable the platform sets; such a variable is never handed to connectors as a secret."""
+    if name in PLATFORM_ENV_NAMES or name.startswith(PLATFORM_ENV_PREFIXES):
+        return True
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in PLATFORM_ENV_GLOBS)
+
+
+def tenant_secret_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The Tool Pod's tenant secrets: its process environment minus platform variables."""
+    return {name: value for name, value in environ.items() if not is_platform_env(name)}
