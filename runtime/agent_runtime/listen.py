@@ -35,3 +35,20 @@ def resolve_listen_host(env: Mapping[str, str]) -> str:
     if app_host and app_host.strip():
         return choose_listen_host(app_host=app_host, dual_stack=False)
     return choose_listen_host(app_host=None, dual_stack=dual_stack_available())
+
+
+def bind_listener(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
+    """A listening TCP socket; the IPv6 wildcard is made dual stack explicitly, not left to the sysctl."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and host == DUAL_STACK_HOST:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -1,0 +1,204 @@
+"""The tenant-facing SDK: an `App` holds the agent's tools and its entrypoint."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar, overload
+
+import anyio.to_thread
+from pydantic import BaseModel
+
+from agent_runtime.contract import is_platform_env
+from agent_runtime.sdk.input_schema import ToolDefinitionError, arguments_model, input_schema
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_TOOL_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tenant tool: what agents see (name, description, schema) and how the runtime runs it."""
+
+    name: str
+    description: str
+    func: Callable[..., Any]
+    arguments: type[BaseModel]
+    input_schema: dict[str, Any]
+    is_local: bool = False
+    sensitive: bool = False
+    required_secrets: tuple[str, ...] = ()
+    timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    is_async: bool = field(default=False)
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as an agent framework registers a remote tool."""
+        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+
+    async def ainvoke(self, arguments: Mapping[str, Any]) -> Any:
+        """Validate the arguments (pydantic ValidationError names the field) and run the tool.
+
+        A synchronous tool runs in a worker thread so it never blocks the event loop.
+        """
+        values = self.arguments.model_validate(dict(arguments))
+        kwargs = {name: getattr(values, name) for name in type(values).model_fields}
+        if self.is_async:
+            return await self.func(**kwargs)
+        return await anyio.to_thread.run_sync(lambda: self.func(**kwargs))
+
+
+def _validated_secrets(tool_name: str, names: Iterable[str], *, is_local: bool) -> tuple[str, ...]:
+    secrets = tuple(names)
+    if isinstance(names, str):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: required_secrets must be a list of env names, e.g. [{names!r}]"
+        )
+    for name in secrets:
+        if not _ENV_NAME.match(name):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: required_secrets entry {name!r} is not an environment variable name"
+            )
+        if is_platform_env(name):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: required_secrets entry {name!r} is a platform variable name, "
+                "never a tenant secret; rename the secret's env var"
+            )
+    if secrets and is_local:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: a local tool runs in the AER, which receives LLM keys only; "
+            "drop is_local=True so it runs in the Tool Pod with its required_secrets"
+        )
+    return secrets
+
+
+class App:
+    """A tenant agent: `@app.tool` functions and one `@app.entrypoint`. Name it in AGENT_ENTRYPOINT."""
+
+    def __init__(self, name: str = "agent") -> None:
+        self.name = name
+        self._tools: dict[str, ToolSpec] = {}
+        self._entrypoint: Callable[..., Any] | None = None
+
+    @overload
+    def tool(self, func: F) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        func: None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        is_local: bool = False,
+        sensitive: bool = False,
+        required_secrets: Iterable[str] = (),
+        timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        func: F | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        is_local: bool = False,
+        sensitive: bool = False,
+        required_secrets: Iterable[str] = (),
+        timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+    ) -> F | Callable[[F], F]:
+        """Register a tool: `@app.tool` or `@app.tool(name=..., is_local=..., ...)`.
+
+        The description defaults to the docstring and the input schema comes from the type hints.
+        `is_local=False` (the default) runs the tool in the Tool Pod, where the tenant's secrets are.
+        """
+
+        def register(fn: F) -> F:
+            self._register_tool(
+                fn,
+                name=name,
+                description=description,
+                is_local=is_local,
+                sensitive=sensitive,
+                required_secrets=required_secrets,
+                timeout_s=timeout_s,
+            )
+            return fn
+
+        return register(func) if func is not None else register
+
+    def _register_tool(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None,
+        description: str | None,
+        is_local: bool,
+        sensitive: bool,
+        required_secrets: Iterable[str],
+        timeout_s: float,
+    ) -> None:
+        if not callable(fn):
+            raise ToolDefinitionError(f"@app.tool decorates functions, got {type(fn).__name__}")
+        tool_name = name or fn.__name__
+        if not _TOOL_NAME.match(tool_name):
+            raise ToolDefinitionError(
+                f"tool name {tool_name!r} must be 1-64 characters of letters, digits, '_' or '-'; "
+                "pass name=... to @app.tool"
+            )
+        if tool_name in self._tools:
+            raise ToolDefinitionError(f"tool {tool_name!r} is registered twice; give one of them name=...")
+        text = (description if description is not None else inspect.getdoc(fn) or "").strip()
+        if not text:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r} has no description; give the function a docstring or pass description="
+            )
+        if not timeout_s > 0:
+            raise ToolDefinitionError(f"tool {tool_name!r}: timeout_s must be > 0 seconds, got {timeout_s!r}")
+        model = arguments_model(fn, tool_name=tool_name)
+        self._tools[tool_name] = ToolSpec(
+            name=tool_name,
+            description=text,
+            func=fn,
+            arguments=model,
+            input_schema=input_schema(model),
+            is_local=is_local,
+            sensitive=sensitive,
+            required_secrets=_validated_secrets(tool_name, required_secrets, is_local=is_local),
+            timeout_s=float(timeout_s),
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+
+    def entrypoint(self, func: F) -> F:
+        """Register the agent's main function, which the AER runs for each execution."""
+        if not callable(func):
+            raise ToolDefinitionError(f"@app.entrypoint decorates a function, got {type(func).__name__}")
+        if self._entrypoint is not None:
+            raise ToolDefinitionError(
+                f"app {self.name!r} already has an entrypoint ({self._entrypoint.__name__}); keep only one"
+            )
+        self._entrypoint = func
+        return func
+
+    @property
+    def entrypoint_function(self) -> Callable[..., Any] | None:
+        """The function registered with `@app.entrypoint`, if any."""
+        return self._entrypoint
+
+    @property
+    def tools(self) -> Mapping[str, ToolSpec]:
+        """Every registered tool by name (read-only)."""
+        return MappingProxyType(self._tools)
+
+    def remote_tools(self) -> list[ToolSpec]:
+        """Tools that run in the Tool Pod."""
+        return [spec for spec in self._tools.values() if not spec.is_local]
+
+    def local_tools(self) -> list[ToolSpec]:
+        """Tools that run inside the AER."""
+        return [spec for spec in self._tools.values() if spec.is_local]

@@ -1,0 +1,79 @@
+"""Prometheus metrics of tool calls: count, errors and latency per tool, and calls in flight."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+# Tool calls range from sub-millisecond local work to slow provider APIs.
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+UNKNOWN_TOOL_LABEL = "<unknown>"
+
+
+class ToolMetrics:
+    """One registry per server, so two apps in one test process never share counters."""
+
+    def __init__(self, *, component: str, known_tools: frozenset[str] = frozenset()) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._component = component
+        # Tool names come from callers; only known ones become label values, so cardinality stays bounded.
+        self._known_tools = known_tools
+        self._calls = Counter(
+            "agent_runtime_tool_calls",
+            "Tool calls handled, by tool and outcome.",
+            ["component", "tool", "status"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "agent_runtime_tool_call_errors",
+            "Failed tool calls, by tool and error category.",
+            ["component", "tool", "category"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "agent_runtime_tool_call_duration_seconds",
+            "Tool call latency inside this component, by tool.",
+            ["component", "tool"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._in_flight = Gauge(
+            "agent_runtime_tool_calls_in_flight",
+            "Tool calls currently executing.",
+            ["component"],
+            registry=self.registry,
+        ).labels(component)
+        self._per_tool: dict[str, tuple[Counter, Counter, Histogram]] = {}
+
+    def call_started(self) -> None:
+        self._in_flight.inc()
+
+    def call_finished(self, *, tool: str, error_category: str | None, duration_s: float) -> None:
+        """Record one finished call (success when `error_category` is None)."""
+        self._in_flight.dec()
+        label = tool if tool in self._known_tools else UNKNOWN_TOOL_LABEL
+        children = self._per_tool.get(label)
+        if children is None:
+            children = (
+                self._calls.labels(self._component, label, "success"),
+                self._calls.labels(self._component, label, "error"),
+                self._latency.labels(self._component, label),
+            )
+            self._per_tool[label] = children
+        ok, failed, latency = children
+        latency.observe(duration_s)
+        if error_category is None:
+            ok.inc()
+        else:
+            failed.inc()
+            self._errors.labels(self._component, label, error_category).inc()
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text exposition and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
