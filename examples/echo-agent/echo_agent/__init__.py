@@ -1,0 +1,1 @@
+"""An example tenant agent for Agent Engine."""
