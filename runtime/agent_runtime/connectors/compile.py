@@ -1,0 +1,379 @@
+"""OpenAPI 3.0 document -> compiled catalog (`ToolDefinitions`), one tool per supported operation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent_runtime.connectors.definitions import (
+    AuthSpec,
+    BodySpec,
+    ParamSpec,
+    Provenance,
+    SkippedOperation,
+    SourceSpec,
+    ToolDefinitions,
+    ToolSpec,
+)
+from agent_runtime.connectors.documents import (
+    check_json_value,
+    parse_document_text,
+    read_document_file,
+)
+from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.naming import assign_names, check_connector_name, operation_key
+from agent_runtime.connectors.schema import SchemaTranslator, trim_text
+
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+JSON_MEDIA = "application/json"
+FORM_MEDIA = "application/x-www-form-urlencoded"
+_JSON_LIKE = re.compile(r"^application/([\w.-]+\+)?json\b")
+_IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))  # OpenAPI: these params are ignored
+_WRAP_NAMES = ("body", "request_body", "body_")
+
+
+class _Skip(Exception):
+    """Raised inside one operation's compilation: the operation is skipped with this reason."""
+
+
+class ExternalReferenceError(ConnectorError):
+    """A `$ref` that leaves the document: the whole document is refused."""
+
+
+def compile_catalog(document: str | Path | Mapping[str, Any], *, connector_name: str) -> ToolDefinitions:
+    """Compile an OpenAPI 3.0.x document (a local JSON/YAML path, or a parsed mapping) into a catalog."""
+    check_connector_name(connector_name, field="connector_name")
+    if isinstance(document, Mapping):
+        data: Any = document
+        fingerprint = _fingerprint_data(document)
+    else:
+        data, fingerprint = read_document_file(document, field="document", with_fingerprint=True)
+    return compile_document(data, connector_name=connector_name, fingerprint=fingerprint)
+
+
+def load_catalog_text(text: str, *, connector_name: str) -> ToolDefinitions:
+    """Text holding an OpenAPI 3.0 document or a compiled catalog (detected) -> a catalog."""
+    check_connector_name(connector_name, field="connector_name")
+    data = parse_document_text(text, field="catalog")
+    if isinstance(data, Mapping) and "format_version" in data and "tools" in data:
+        return ToolDefinitions.from_data(data, where="catalog")
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()
+    return compile_document(data, connector_name=connector_name, fingerprint=fingerprint)
+
+
+def compile_document(data: Any, *, connector_name: str, fingerprint: str | None = None) -> ToolDefinitions:
+    """The pure compiler: parsed document -> catalog."""
+    _check_openapi_version(data)
+    paths = data.get("paths")
+    if not isinstance(paths, Mapping):
+        raise ConnectorError("document: 'paths' must be a mapping of path -> path item; add the API's paths")
+    translator = SchemaTranslator(data)
+    auth_options, scheme_names = _auth_options(data)
+    default_auth = _default_auth(data.get("security"), auth_options, scheme_names)
+
+    compiled: list[tuple[str, str, str, ToolSpec]] = []
+    skipped: list[SkippedOperation] = []
+    for raw_path, raw_item in paths.items():
+        path = str(raw_path)
+        item = translator.deref(raw_item, where=f"paths.{path}") if isinstance(raw_item, Mapping) else None
+        if not isinstance(item, Mapping):
+            continue
+        for method in METHODS:
+            operation = item.get(method)
+            if not isinstance(operation, Mapping):
+                continue
+            op_id = operation.get("operationId")
+            op_id = str(op_id) if op_id not in (None, "") else None
+            try:
+                spec = _compile_operation(
+                    translator,
+                    path=path,
+                    method=method,
+                    operation=operation,
+                    path_params=item.get("parameters") or [],
+                )
+            except _Skip as reason:
+                skipped.append(
+                    SkippedOperation(method=method.upper(), path=path, operation_id=op_id, reason=str(reason))
+                )
+                continue
+            except ExternalReferenceError:
+                raise
+            except ConnectorError as exc:
+                skipped.append(
+                    SkippedOperation(method=method.upper(), path=path, operation_id=op_id, reason=str(exc))
+                )
+                continue
+            spec.authenticated = _operation_authenticated(operation, default_auth)
+            compiled.append((method.upper(), path, op_id or operation_key(method, path), spec))
+
+    names = assign_names(connector_name, [(m, p, label) for m, p, label, _ in compiled])
+    tools = []
+    for method, path, _label, spec in compiled:
+        spec.name = names[(method, path)]
+        tools.append(spec)
+    info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
+    return ToolDefinitions(
+        name=connector_name,
+        source=SourceSpec(base_url=_server_url(data.get("servers"))),
+        auth=default_auth,
+        auth_options=auth_options,
+        tools=tools,
+        skipped=skipped,
+        provenance=Provenance(
+            document_sha256=fingerprint,
+            title=str(info.get("title")) if info.get("title") is not None else None,
+            version=str(info.get("version")) if info.get("version") is not None else None,
+        ),
+    )
+
+
+def _check_openapi_version(data: Any) -> None:
+    if not isinstance(data, Mapping):
+        raise ConnectorError("document: expected an OpenAPI 3.0 object at the top level")
+    if "swagger" in data:
+        raise ConnectorError(
+            f"document: swagger {data['swagger']!r} (OpenAPI 2) is not supported; "
+            "convert it to OpenAPI 3.0 first"
+        )
+    version = str(data.get("openapi", ""))
+    if not re.match(r"^3\.0(\.\d+)?$", version):
+        raise ConnectorError(
+            f"document: openapi {version or '(missing)'!r} is not supported; "
+            "this compiler reads OpenAPI 3.0.x "
+            "documents (set 'openapi: 3.0.3' if the document is 3.0-compatible)"
+        )
+
+
+def _fingerprint_data(document: Mapping[str, Any]) -> str:
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _server_url(servers: Any) -> str | None:
+    """The document's first absolute server URL, as a suggestion only: tool.yaml's base_url decides."""
+    if not isinstance(servers, list) or not servers or not isinstance(servers[0], Mapping):
+        return None
+    url = str(servers[0].get("url", ""))
+    for name, variable in (servers[0].get("variables") or {}).items():
+        if isinstance(variable, Mapping) and "default" in variable:
+            url = url.replace("{" + str(name) + "}", str(variable["default"]))
+    return url if re.match(r"^https?://[^{}\s]+$", url) else None
+
+
+def _auth_options(data: Mapping[str, Any]) -> tuple[list[AuthSpec], dict[str, AuthSpec]]:
+    components = data.get("components") if isinstance(data.get("components"), Mapping) else {}
+    schemes = components.get("securitySchemes") or {}
+    options: list[AuthSpec] = []
+    by_name: dict[str, AuthSpec] = {}
+    if not isinstance(schemes, Mapping):
+        return options, by_name
+    for scheme_name, scheme in schemes.items():
+        if not isinstance(scheme, Mapping):
+            continue
+        spec = _presentation(str(scheme_name), scheme)
+        if spec is not None:
+            options.append(spec)
+            by_name[str(scheme_name)] = spec
+    return options, by_name
+
+
+def _presentation(scheme_name: str, scheme: Mapping[str, Any]) -> AuthSpec | None:
+    kind = str(scheme.get("type", "")).lower()
+    if kind == "http":
+        http_scheme = str(scheme.get("scheme", "")).lower()
+        if http_scheme in ("bearer", "basic"):
+            return AuthSpec(type=http_scheme, scheme_name=scheme_name)
+        return None
+    if kind in ("oauth2", "openidconnect"):
+        return AuthSpec(type="bearer", scheme_name=scheme_name)  # a token obtained elsewhere, sent as bearer
+    if kind == "apikey":
+        location = str(scheme.get("in", "")).lower()
+        name = scheme.get("name")
+        if location in ("header", "query", "cookie", "path") and isinstance(name, str) and name:
+            kind_name = "path" if location == "path" else "api_key"
+            return AuthSpec(type=kind_name, location=location, name=name, scheme_name=scheme_name)
+    return None
+
+
+def _default_auth(security: Any, options: list[AuthSpec], by_name: dict[str, AuthSpec]) -> AuthSpec | None:
+    if isinstance(security, list):
+        for requirement in security:
+            if isinstance(requirement, Mapping):
+                for scheme_name in requirement:
+                    if str(scheme_name) in by_name:
+                        return by_name[str(scheme_name)]
+    return options[0] if options else None
+
+
+def _operation_authenticated(operation: Mapping[str, Any], default_auth: AuthSpec | None) -> bool:
+    security = operation.get("security")
+    if security is None:
+        return default_auth is not None
+    # An empty list, or an explicit empty requirement, means "no authentication" for this operation.
+    return not (
+        security == [] or any(requirement == {} for requirement in security if isinstance(security, list))
+    )
+
+
+def _compile_operation(
+    translator: SchemaTranslator,
+    *,
+    path: str,
+    method: str,
+    operation: Mapping[str, Any],
+    path_params: Any,
+) -> ToolSpec:
+    where = f"{method.upper()} {path}"
+    merged: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for source in (path_params, operation.get("parameters") or []):
+        if not isinstance(source, list):
+            raise _Skip(f"{where}: parameters must be a list")
+        for raw in source:
+            param = _deref(translator, raw, where=f"{where} parameter")
+            if not isinstance(param, Mapping) or "name" not in param or "in" not in param:
+                raise _Skip(f"{where}: a parameter lacks 'name' or 'in'")
+            merged[(str(param["name"]), str(param["in"]))] = param
+
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    params: list[ParamSpec] = []
+    for (name, location), param in merged.items():
+        if location not in ("path", "query", "header", "cookie"):
+            raise _Skip(f"{where}: parameter {name!r} is in {location!r}, which is not supported")
+        if location == "header" and name.lower() in _IGNORED_HEADERS:
+            continue
+        if "content" in param:
+            raise _Skip(
+                f"{where}: parameter {name!r} uses 'content' (not supported; only 'schema' parameters)"
+            )
+        schema = translator.translate(param.get("schema", {}), where=f"{where} parameter {name}")
+        if "description" in param and "description" not in schema and isinstance(param["description"], str):
+            schema = {**schema, "description": trim_text(param["description"])}
+        arg = name if name not in properties else f"{name}_{location}"
+        is_required = location == "path" or param.get("required") is True
+        default_style = "simple" if location in ("path", "header") else "form"
+        style = str(param.get("style", default_style))
+        params.append(
+            ParamSpec(
+                name=name,
+                arg=arg,
+                location=location,
+                style=style,
+                explode=bool(param.get("explode", style == "form")),
+                required=is_required,
+            )
+        )
+        properties[arg] = schema
+        if is_required:
+            required.append(arg)
+
+    body = _compile_body(
+        translator, operation.get("requestBody"), where=where, properties=properties, required=required
+    )
+    input_schema = {"type": "object", "properties": properties, "required": required}
+    try:
+        check_json_value(input_schema, where=f"{where} inputSchema")
+    except ConnectorError as exc:
+        raise _Skip(str(exc)) from None
+    summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
+    details = operation.get("description") if isinstance(operation.get("description"), str) else ""
+    text = "\n\n".join(part.strip() for part in (summary, details) if part and part.strip())
+    op_id = operation.get("operationId")
+    return ToolSpec(
+        name="",
+        operation_id=str(op_id) if op_id not in (None, "") else None,
+        method=method.upper(),
+        path=path,
+        description=trim_text(text) if text else f"{method.upper()} {path}",
+        params=params,
+        body=body,
+        inputSchema=input_schema,
+    )
+
+
+def _deref(translator: SchemaTranslator, obj: Any, *, where: str) -> Any:
+    try:
+        return translator.deref(obj, where=where)
+    except ConnectorError as exc:
+        _raise_external(exc)
+        raise
+
+
+def _raise_external(exc: ConnectorError) -> None:
+    if "points outside this document" in str(exc):
+        raise ExternalReferenceError(str(exc)) from None
+
+
+def _compile_body(
+    translator: SchemaTranslator,
+    raw_body: Any,
+    *,
+    where: str,
+    properties: dict[str, Any],
+    required: list[str],
+) -> BodySpec | None:
+    if raw_body is None:
+        return None
+    body = _deref(translator, raw_body, where=f"{where} requestBody")
+    content = body.get("content") if isinstance(body, Mapping) else None
+    if not isinstance(content, Mapping) or not content:
+        return None
+    media_type = next((m for m in content if _JSON_LIKE.match(str(m))), None)
+    if media_type is None and FORM_MEDIA in content:
+        media_type = FORM_MEDIA
+    if media_type is None:
+        kinds = ", ".join(sorted(str(m) for m in content))
+        raise _Skip(
+            f"{where}: request body media type {kinds} is not supported (only JSON and form-urlencoded)"
+        )
+    media = _deref(translator, content[media_type], where=f"{where} requestBody") or {}
+    try:
+        schema = translator.translate(media.get("schema", {}), where=f"{where} requestBody")
+    except ConnectorError as exc:
+        _raise_external(exc)
+        raise
+    body_required = bool(body.get("required", False))
+    wire_type = JSON_MEDIA if media_type != FORM_MEDIA else FORM_MEDIA
+    body_props = schema.get("properties")
+    plain_object = (
+        isinstance(body_props, dict)
+        and schema.get("type", "object") == "object"
+        and not any(k in schema for k in ("allOf", "oneOf", "anyOf", "not"))
+        and not (set(body_props) & set(properties))
+    )
+    if plain_object:
+        assert isinstance(body_props, dict)
+        properties.update(body_props)
+        if body_required:
+            required.extend(name for name in schema.get("required", []) if name in body_props)
+        encoding = _form_encoding(media.get("encoding"), body_props) if wire_type == FORM_MEDIA else {}
+        return BodySpec(
+            media_type=wire_type,
+            properties=list(body_props),
+            required=body_required,
+            encoding=encoding,
+        )
+    arg = next(
+        name for name in (*_WRAP_NAMES, *(f"body_{i}" for i in range(2, 100))) if name not in properties
+    )
+    properties[arg] = schema
+    if body_required:
+        required.append(arg)
+    return BodySpec(media_type=wire_type, arg=arg, required=body_required)
+
+
+def _form_encoding(raw: Any, body_props: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-property form encoding; the default for objects and arrays is Stripe-style deepObject."""
+    encoding: dict[str, dict[str, Any]] = {}
+    raw = raw if isinstance(raw, Mapping) else {}
+    for name in body_props:
+        entry = raw.get(name)
+        if isinstance(entry, Mapping) and ("style" in entry or "explode" in entry):
+            style = str(entry.get("style", "form"))
+            encoding[name] = {"style": style, "explode": bool(entry.get("explode", style == "form"))}
+    return encoding

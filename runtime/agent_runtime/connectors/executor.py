@@ -1,0 +1,436 @@
+"""Executing tool calls over HTTP for one connector, sync (httpx.Client) and async (httpx.AsyncClient).
+
+Per-tool request plans are built once at construction; a call only applies its arguments. Whatever is
+raised or returned carries no credential: failures are re-raised as fresh httpx exceptions whose request
+holds only the base URL and path template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.cookiejar
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from agent_runtime.connectors.definitions import ToolDefinitions
+from agent_runtime.connectors.errors import ConnectorError, UnknownToolError
+from agent_runtime.connectors.policy import (
+    CALL_BUDGET_S,
+    MAX_ERROR_BODY_BYTES,
+    MAX_REDIRECTS,
+    MAX_RESPONSE_BYTES,
+    REDIRECT_STATUSES,
+    redirect_method,
+    retry_wait,
+    same_origin_target,
+)
+from agent_runtime.connectors.wire import PreparedRequest, RequestPlan
+
+_REDACTED = b"[REDACTED]"
+_KEPT_HEADERS = ("content-type", "retry-after")
+
+
+class ToolResponse(BaseModel):
+    status_code: int
+    content_type: str | None = None
+    body: Any = None
+    truncated: bool = False
+
+
+class _BudgetExceeded(httpx.TimeoutException):
+    """The call's single 30-second budget ran out (between requests, chunks or retry waits)."""
+
+
+def _no_cookies() -> httpx.Cookies:
+    # Set-Cookie from one call must never ride along on another caller's request.
+    return httpx.Cookies(
+        http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    )
+
+
+class _Step:
+    """What the call loop does next after a response (shared by the sync and async loops)."""
+
+    __slots__ = ("kind", "method", "url", "wait")
+
+    def __init__(self, kind: str, *, url: str = "", method: str = "", wait: float = 0.0) -> None:
+        self.kind = kind
+        self.url = url
+        self.method = method
+        self.wait = wait
+
+
+class ConnectorExecutor:
+    """One per connector. Safe under concurrent calls; `close()` waits for in-flight calls."""
+
+    def __init__(self, definitions: ToolDefinitions, *, budget_s: float = CALL_BUDGET_S) -> None:
+        base_url = definitions.source.base_url
+        if not base_url:
+            raise ConnectorError(
+                f"connector {definitions.name}: source.base_url is not set; materialize the connector from "
+                "its tool.yaml (which sets the base URL) before executing"
+            )
+        self.definitions = definitions
+        self._budget_s = budget_s
+        self._plans = {
+            tool.name: RequestPlan.for_tool(tool, base_url=base_url, auth=definitions.auth)
+            for tool in definitions.tools
+        }
+        self._path_credential = definitions.auth is not None and definitions.auth.type == "path"
+        self._client: httpx.Client | None = None
+        self._aclient: httpx.AsyncClient | None = None
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._inflight = 0
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def __enter__(self) -> ConnectorExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ConnectorExecutor:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def close(self) -> None:
+        """Refuse new calls, wait for in-flight ones, then close the clients."""
+        with self._idle:
+            self._closed = True
+            while self._inflight:
+                self._idle.wait()
+            client, self._client = self._client, None
+            aclient, self._aclient = self._aclient, None
+        if client is not None:
+            client.close()
+        if aclient is not None:
+            # An AsyncClient's pool belongs to its event loop; without one running, drop it unclosed.
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._closed = True
+        while True:
+            with self._lock:
+                if not self._inflight:
+                    client, self._client = self._client, None
+                    aclient, self._aclient = self._aclient, None
+                    break
+            await asyncio.sleep(0.005)
+        if aclient is not None:
+            await aclient.aclose()
+        if client is not None:
+            client.close()
+
+    def _enter(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("connector executor is closed")
+            self._inflight += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.notify_all()
+
+    def _sync_client(self) -> httpx.Client:
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = httpx.Client(
+                        follow_redirects=False,
+                        cookies=_no_cookies(),
+                        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                    )
+                client = self._client
+        return client
+
+    def _async_client(self) -> httpx.AsyncClient:
+        client = self._aclient
+        if client is None:
+            with self._lock:
+                if self._aclient is None:
+                    self._aclient = httpx.AsyncClient(
+                        follow_redirects=False,
+                        cookies=_no_cookies(),
+                        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                    )
+                client = self._aclient
+        return client
+
+    # -- calls -----------------------------------------------------------------------------------------
+
+    def tool_names(self) -> list[str]:
+        return list(self._plans)
+
+    def prepare(
+        self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None
+    ) -> PreparedRequest:
+        """The request a call would send (validates arguments and the credential; sends nothing)."""
+        plan = self._plans.get(tool_name)
+        if plan is None:
+            raise UnknownToolError(
+                f"unknown tool {tool_name!r} for connector {self.definitions.name}; "
+                "use one of the names from tool_schemas()"
+            )
+        return plan.prepare(arguments, os.environ if env is None else env)
+
+    def execute(
+        self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None
+    ) -> ToolResponse:
+        prepared = self.prepare(tool_name, arguments, env)
+        self._enter()
+        failure: tuple[type[httpx.TransportError], str] | None = None
+        try:
+            return self._run_sync(prepared)
+        except httpx.TransportError as exc:
+            failure = (type(exc), _safe_message(exc, prepared))
+        finally:
+            self._leave()
+        # Raised outside the handler so the original (whose request carries credentials) is not chained.
+        raise failure[0](failure[1], request=httpx.Request(prepared.method, prepared.safe_url))
+
+    async def aexecute(
+        self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None
+    ) -> ToolResponse:
+        prepared = self.prepare(tool_name, arguments, env)
+        self._enter()
+        failure: tuple[type[httpx.TransportError], str] | None = None
+        try:
+            return await self._run_async(prepared)
+        except httpx.TransportError as exc:
+            failure = (type(exc), _safe_message(exc, prepared))
+        finally:
+            self._leave()
+        raise failure[0](failure[1], request=httpx.Request(prepared.method, prepared.safe_url))
+
+    def _run_sync(self, prepared: PreparedRequest) -> ToolResponse:
+        client = self._sync_client()
+        deadline = time.monotonic() + self._budget_s
+        method, url, content, headers = prepared.method, prepared.url, prepared.content, prepared.headers
+        attempt = redirects = 0
+        while True:
+            request = httpx.Request(
+                method, url, headers=headers, content=content, extensions=_timeouts(deadline)
+            )
+            response = client.send(request, stream=True)
+            try:
+                step = self._decide(
+                    response, method=method, url=url, attempt=attempt, redirects=redirects, deadline=deadline
+                )
+                if step.kind == "done":
+                    data, truncated = _read_sync(response.iter_bytes(), deadline, MAX_RESPONSE_BYTES)
+                    return _tool_response(response, data, truncated)
+                if step.kind == "error":
+                    limit = MAX_ERROR_BODY_BYTES + _longest(prepared.secrets)
+                    kept = _read_error_sync(response.iter_bytes(), deadline, limit)
+                    error = _status_error(prepared, response, kept, method=method, reason="")
+                elif step.kind == "refused":
+                    error = _status_error(prepared, response, b"", method=method, reason=_REFUSED)
+            finally:
+                response.close()
+            if step.kind == "redirect":
+                if step.method != method:
+                    content, headers = None, _without_body_headers(headers)
+                method, url, redirects = step.method, step.url, redirects + 1
+            elif step.kind == "retry":
+                time.sleep(step.wait)
+                attempt += 1
+            else:
+                raise error
+
+    async def _run_async(self, prepared: PreparedRequest) -> ToolResponse:
+        client = self._async_client()
+        deadline = time.monotonic() + self._budget_s
+        method, url, content, headers = prepared.method, prepared.url, prepared.content, prepared.headers
+        attempt = redirects = 0
+        while True:
+            request = httpx.Request(
+                method, url, headers=headers, content=content, extensions=_timeouts(deadline)
+            )
+            response = await client.send(request, stream=True)
+            try:
+                step = self._decide(
+                    response, method=method, url=url, attempt=attempt, redirects=redirects, deadline=deadline
+                )
+                if step.kind == "done":
+                    data, truncated = await _read_async(response.aiter_bytes(), deadline, MAX_RESPONSE_BYTES)
+                    return _tool_response(response, data, truncated)
+                if step.kind == "error":
+                    limit = MAX_ERROR_BODY_BYTES + _longest(prepared.secrets)
+                    kept = await _read_error_async(response.aiter_bytes(), deadline, limit)
+                    error = _status_error(prepared, response, kept, method=method, reason="")
+                elif step.kind == "refused":
+                    error = _status_error(prepared, response, b"", method=method, reason=_REFUSED)
+            finally:
+                await response.aclose()
+            if step.kind == "redirect":
+                if step.method != method:
+                    content, headers = None, _without_body_headers(headers)
+                method, url, redirects = step.method, step.url, redirects + 1
+            elif step.kind == "retry":
+                await asyncio.sleep(step.wait)
+                attempt += 1
+            else:
+                raise error
+
+    def _decide(
+        self,
+        response: httpx.Response,
+        *,
+        method: str,
+        url: str,
+        attempt: int,
+        redirects: int,
+        deadline: float,
+    ) -> _Step:
+        """Done, error, refused redirect, redirect (where, which method) or retry (after how long)."""
+        status = response.status_code
+        if status < 300:
+            return _DONE
+        if status in REDIRECT_STATUSES:
+            location = response.headers.get("location")
+            if location is None:
+                return _ERROR
+            target = None if self._path_credential else same_origin_target(url, location)
+            if target is None or redirects >= MAX_REDIRECTS:
+                return _REFUSE
+            return _Step("redirect", url=target, method=redirect_method(method, status))
+        if status < 400:
+            return _DONE
+        wait = retry_wait(
+            method=method, status=status, retry_after=response.headers.get("retry-after"), attempt=attempt
+        )
+        if wait is not None and time.monotonic() + wait < deadline:
+            return _Step("retry", wait=wait)
+        return _ERROR
+
+
+_DONE = _Step("done")
+_ERROR = _Step("error")
+_REFUSE = _Step("refused")
+_REFUSED = "redirect refused: the connector follows redirects only to its own origin"
+
+
+def _timeouts(deadline: float) -> dict[str, Any]:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _BudgetExceeded("tool call exceeded its time budget")
+    return {"timeout": {"connect": remaining, "read": remaining, "write": remaining, "pool": remaining}}
+
+
+def _read_sync(chunks: Iterator[bytes], deadline: float, cap: int) -> tuple[bytes, bool]:
+    parts: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        parts.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return b"".join(parts)[:cap], True
+        if time.monotonic() > deadline:
+            raise _BudgetExceeded("tool call exceeded its time budget while reading the response")
+    return b"".join(parts), False
+
+
+async def _read_async(chunks: AsyncIterator[bytes], deadline: float, cap: int) -> tuple[bytes, bool]:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        parts.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return b"".join(parts)[:cap], True
+        if time.monotonic() > deadline:
+            raise _BudgetExceeded("tool call exceeded its time budget while reading the response")
+    return b"".join(parts), False
+
+
+def _read_error_sync(chunks: Iterator[bytes], deadline: float, limit: int) -> bytes:
+    try:
+        return _read_sync(chunks, deadline, limit)[0]
+    except httpx.HTTPError:
+        return b""  # the status is the error; a body that cannot be read adds nothing
+
+
+async def _read_error_async(chunks: AsyncIterator[bytes], deadline: float, limit: int) -> bytes:
+    try:
+        return (await _read_async(chunks, deadline, limit))[0]
+    except httpx.HTTPError:
+        return b""
+
+
+def _longest(secrets: tuple[str, ...]) -> int:
+    return max((len(s.encode()) for s in secrets), default=0)
+
+
+def _redact(data: bytes, secrets: tuple[str, ...]) -> bytes:
+    for secret in sorted(secrets, key=len, reverse=True):
+        data = data.replace(secret.encode(), _REDACTED)
+    return data
+
+
+def _without_body_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k not in ("content-type", "content-length")}
+
+
+def _tool_response(response: httpx.Response, data: bytes, truncated: bool) -> ToolResponse:
+    content_type = response.headers.get("content-type")
+    body: Any
+    if not data:
+        body = None if response.request.method == "HEAD" or response.status_code == 204 else ""
+    elif content_type and not truncated and _is_json(content_type):
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = data.decode(response.encoding or "utf-8", errors="replace")
+    else:
+        body = data.decode(response.encoding or "utf-8", errors="replace")
+    return ToolResponse.model_construct(
+        status_code=response.status_code, content_type=content_type, body=body, truncated=truncated
+    )
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def _status_error(
+    prepared: PreparedRequest, response: httpx.Response, kept: bytes, *, method: str, reason: str
+) -> httpx.HTTPStatusError:
+    """A fresh error: safe request (no query, no credential), safe headers, at most 4 KB of redacted body."""
+    safe_request = httpx.Request(method, prepared.safe_url)
+    body = _redact(kept, prepared.secrets)[:MAX_ERROR_BODY_BYTES]
+    headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
+    safe_response = httpx.Response(response.status_code, headers=headers, content=body, request=safe_request)
+    message = f"{reason} ({response.status_code})" if reason else f"HTTP {response.status_code}"
+    return httpx.HTTPStatusError(
+        f"{message} from {method} {prepared.safe_url}", request=safe_request, response=safe_response
+    )
+
+
+def _safe_message(exc: httpx.TransportError, prepared: PreparedRequest) -> str:
+    text = str(exc) or type(exc).__name__
+    for secret in prepared.secrets:
+        text = text.replace(secret, "[REDACTED]")
+    return f"{text} ({prepared.method} {prepared.safe_url})"

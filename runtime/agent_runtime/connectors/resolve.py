@@ -1,0 +1,110 @@
+"""Which connectors this process runs with: a pre-materialized bundle, agent.yaml, or none."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent_runtime.connectors.bundle import Bundle, build_bundle, contained_path, read_bundle
+from agent_runtime.connectors.compile import load_catalog_text
+from agent_runtime.connectors.definitions import ToolDefinitions
+from agent_runtime.connectors.documents import parse_document_text, refuse_url
+from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.toolyaml import ToolYaml, materialize_connector
+
+BUNDLE_PATH_ENV = "AGENTIC_CONNECTOR_BUNDLE_PATH"
+AGENT_CONFIG_ENV = "AGENT_CONFIG_PATH"
+_EMPTY_DIGEST = build_bundle([]).digest
+
+
+@dataclass(frozen=True)
+class RuntimeBundle:
+    connectors: list[ToolDefinitions] = field(default_factory=list)
+    digest: str = _EMPTY_DIGEST
+    source: Literal["bundle", "agent_config", "none"] = "none"
+
+    @property
+    def tool_count(self) -> int:
+        return sum(len(c.tools) for c in self.connectors)
+
+
+class ConnectorEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+
+
+class AgentConnectors(BaseModel):
+    """The part of agent.yaml the connector core reads; other top-level keys belong to others."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: Literal[1]
+    connectors: list[ConnectorEntry] = []
+
+
+def resolve_runtime_bundle(
+    *, env: Mapping[str, str] | None = None, agent_config: Path | None = None
+) -> RuntimeBundle:
+    """Bundle index from AGENTIC_CONNECTOR_BUNDLE_PATH; else agent.yaml's connectors; else nothing."""
+    environ = os.environ if env is None else env
+    bundle_path = environ.get(BUNDLE_PATH_ENV, "").strip()
+    if bundle_path:
+        refuse_url(bundle_path, field=BUNDLE_PATH_ENV)
+        connectors, digest = read_bundle(bundle_path)
+        return RuntimeBundle(connectors=connectors, digest=digest, source="bundle")
+    config = agent_config or (
+        Path(environ[AGENT_CONFIG_ENV]) if environ.get(AGENT_CONFIG_ENV, "").strip() else None
+    )
+    if config is None:
+        return RuntimeBundle()
+    bundle = bundle_from_agent_config(config)
+    return RuntimeBundle(connectors=bundle.connectors, digest=bundle.digest, source="agent_config")
+
+
+def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
+    """agent.yaml -> its connectors materialized -> the bundle (what the operator writes, byte for byte)."""
+    refuse_url(str(agent_config), field="agent config")
+    config_file = Path(agent_config)
+    try:
+        text = config_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConnectorError(
+            f"agent config: {str(config_file)!r} does not exist; check AGENT_CONFIG_PATH"
+        ) from None
+    data = parse_document_text(text, field=config_file.name)
+    try:
+        parsed = AgentConnectors.model_validate(data if isinstance(data, dict) else {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        location = ".".join(str(p) for p in error["loc"])
+        raise ConnectorError(
+            f"{config_file.name}: field {location}: {error['msg']} (expected 'version: 1' and "
+            "'connectors: [- source: connectors/NAME/tool.yaml]')"
+        ) from None
+    workspace = Path(os.path.realpath(config_file.parent))
+    materialized = []
+    for index, entry in enumerate(parsed.connectors):
+        field_name = f"{config_file.name} connectors[{index}].source"
+        refuse_url(entry.source, field=field_name)
+        tool_file = contained_path(workspace, entry.source, field=field_name)
+        tool = ToolYaml.loads(_read(tool_file, field=field_name), where=entry.source)
+        catalog_relative = os.path.relpath(tool_file.parent / tool.tool_defs, workspace)
+        catalog_file = contained_path(workspace, catalog_relative, field=f"{entry.source} tool_defs")
+        catalog = load_catalog_text(
+            _read(catalog_file, field=f"{entry.source} tool_defs"), connector_name=tool.name
+        )
+        materialized.append(materialize_connector(tool, catalog))
+    return build_bundle(materialized)
+
+
+def _read(path: Path, *, field: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConnectorError(f"{field}: {str(path)!r} does not exist; check the path") from None

@@ -1,0 +1,199 @@
+"""OpenAPI 3.0 schema objects -> self-contained JSON Schema (refs inlined, `nullable` translated)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agent_runtime.connectors.errors import ConnectorError
+
+DESCRIPTION_LIMIT = 1024
+_MAX_DEPTH = 12  # deeper nesting than this is collapsed: it bounds output size on recursive documents
+
+# Keywords that carry over unchanged (JSON Schema validation vocabulary shared with OpenAPI 3.0).
+_KEEP = frozenset(
+    (
+        "title",
+        "format",
+        "default",
+        "enum",
+        "const",
+        "multipleOf",
+        "maximum",
+        "minimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "maxProperties",
+        "minProperties",
+        "deprecated",
+    )
+)
+_SUBSCHEMA_LISTS = ("allOf", "oneOf", "anyOf")
+
+
+def trim_text(text: str, limit: int = DESCRIPTION_LIMIT) -> str:
+    """Whitespace-trimmed text at most `limit` characters, cut at a word boundary."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
+
+
+class SchemaTranslator:
+    """Translates schemas of one document; remembers expanded `$ref`s that did not hit a cycle."""
+
+    def __init__(self, document: Mapping[str, Any]) -> None:
+        self._document = document
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def resolve_ref(self, ref: Any, *, where: str) -> tuple[str, Any]:
+        """The target of a local `$ref`; external references are refused."""
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            raise ConnectorError(
+                f"{where}: $ref {str(ref)[:100]!r} points outside this document; only local references "
+                "('#/components/...') are supported. "
+                "Inline or bundle the referenced schema into the document."
+            )
+        target: Any = self._document
+        for raw in ref[2:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, Mapping) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise ConnectorError(
+                    f"{where}: $ref {ref!r} names nothing in this document; fix the reference"
+                )
+        return ref, target
+
+    def deref(self, obj: Any, *, where: str) -> Any:
+        """Follow `$ref` chains on a non-schema object (parameter, request body, media type)."""
+        seen: set[str] = set()
+        while isinstance(obj, Mapping) and "$ref" in obj:
+            ref, obj = self.resolve_ref(obj["$ref"], where=where)
+            if ref in seen:
+                raise ConnectorError(f"{where}: $ref {ref!r} refers to itself; fix the reference cycle")
+            seen.add(ref)
+        return obj
+
+    def translate(self, schema: Any, *, where: str) -> dict[str, Any]:
+        """A JSON Schema equivalent of an OpenAPI schema, with every reference inlined."""
+        result, _ = self._translate(schema, where=where, active=(), depth=0)
+        return result
+
+    def _translate(
+        self, schema: Any, *, where: str, active: tuple[str, ...], depth: int
+    ) -> tuple[dict[str, Any], bool]:
+        """Returns the translated schema and whether a cycle or depth cut happened inside it."""
+        if schema is True or schema is None:
+            return {}, False
+        if not isinstance(schema, Mapping):
+            raise ConnectorError(f"{where}: a schema must be an object, got {type(schema).__name__}")
+        if "$ref" in schema:
+            ref, target = self.resolve_ref(schema["$ref"], where=where)
+            if ref in active:
+                name = ref.rsplit("/", 1)[-1]
+                return {"type": "object", "description": f"(recursive: {name})"}, True
+            cached = self._cache.get(ref)
+            if cached is not None:
+                return cached, False
+            result, cut = self._translate(target, where=ref, active=(*active, ref), depth=depth)
+            if not cut:
+                self._cache[ref] = result
+            return result, cut
+        if depth > _MAX_DEPTH:
+            return {"description": "(nesting truncated)"}, True
+        out: dict[str, Any] = {}
+        cut = False
+        deeper = depth + 1
+        for key, value in schema.items():
+            if key in _KEEP:
+                out[key] = value
+            elif key == "type":
+                out["type"] = value
+            elif key == "description":
+                if isinstance(value, str) and value.strip():
+                    out["description"] = trim_text(value)
+            elif key == "properties":
+                if not isinstance(value, Mapping):
+                    raise ConnectorError(f"{where}/properties: must be an object of schemas")
+                props: dict[str, Any] = {}
+                for name, sub in value.items():
+                    props[name], sub_cut = self._translate(
+                        sub, where=f"{where}/properties/{name}", active=active, depth=deeper
+                    )
+                    cut = cut or sub_cut
+                out["properties"] = props
+            elif key == "required":
+                if value:
+                    out["required"] = list(value)
+            elif key in ("items", "additionalProperties", "not"):
+                if isinstance(value, bool):
+                    out[key] = value
+                else:
+                    out[key], sub_cut = self._translate(
+                        value, where=f"{where}/{key}", active=active, depth=deeper
+                    )
+                    cut = cut or sub_cut
+            elif key in _SUBSCHEMA_LISTS:
+                if not isinstance(value, list):
+                    raise ConnectorError(f"{where}/{key}: must be a list of schemas")
+                subs = []
+                for index, sub in enumerate(value):
+                    translated, sub_cut = self._translate(
+                        sub, where=f"{where}/{key}/{index}", active=active, depth=deeper
+                    )
+                    subs.append(translated)
+                    cut = cut or sub_cut
+                out[key] = subs
+            elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+                # OpenAPI 3.0 uses draft-4 booleans; JSON Schema 2019+ wants the bound itself.
+                bound = schema.get("minimum" if key == "exclusiveMinimum" else "maximum")
+                if value is True and bound is not None:
+                    out[key] = bound
+                elif not isinstance(value, bool):
+                    out[key] = value
+        if (
+            out.get("exclusiveMinimum") is not None
+            and "minimum" in out
+            and schema.get("exclusiveMinimum") is True
+        ):
+            del out["minimum"]
+        if (
+            out.get("exclusiveMaximum") is not None
+            and "maximum" in out
+            and schema.get("exclusiveMaximum") is True
+        ):
+            del out["maximum"]
+        if schema.get("nullable") is True:
+            out = _nullable(out)
+        return out, cut
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`nullable: true` -> null admitted by type, enum, or an `anyOf` alternative."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        schema = {**schema, "type": [kind, "null"]}
+        if "enum" in schema and None not in schema["enum"]:
+            schema["enum"] = [*schema["enum"], None]
+        return schema
+    if isinstance(kind, list):
+        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+    constraining = set(schema) - {"description", "title", "default", "deprecated"}
+    if not constraining:
+        return schema  # unconstrained already admits null
+    if constraining == {"anyOf"}:
+        if {"type": "null"} in schema["anyOf"]:
+            return schema
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    described = {k: schema[k] for k in ("description", "title") if k in schema}
+    inner = {k: v for k, v in schema.items() if k not in described}
+    return {"anyOf": [inner, {"type": "null"}], **described}

@@ -1,0 +1,233 @@
+"""`tool.yaml`: which operations of a catalog a connector exposes, where it sends them, which credential."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent_runtime.connectors.definitions import AuthSpec, AuthType, SourceSpec, ToolDefinitions, ToolSpec
+from agent_runtime.connectors.documents import parse_document_text, refuse_url
+from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.naming import check_connector_name, disambiguate, tool_name
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BASE_URL = re.compile(r"^https?://[^\s/?#{}]+(/[^\s?#{}]*)?$")
+
+
+class ToolSource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["openapi"] = "openapi"
+    base_url: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _absolute_http(cls, value: str | None) -> str | None:
+        if value is not None and not _BASE_URL.match(value):
+            raise ValueError(
+                f"{value[:80]!r} is not an absolute http(s) URL without query; e.g. https://api.example.com/v2"
+            )
+        return value
+
+
+class ToolExpose(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(default_factory=list)
+
+
+class ToolAuth(BaseModel):
+    """Names the environment variable holding the credential; the value itself never appears here."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    type: AuthType
+    env: str
+    location: Literal["header", "query", "cookie", "path"] | None = Field(default=None, alias="in")
+    name: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise ValueError(
+                "must name an environment variable (letters, digits, underscore), e.g. JIRA_TOKEN; "
+                "never put the secret itself in tool.yaml"
+            )
+        return value
+
+
+class ToolYaml(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    tool_defs: str = "tool_defs.yaml"
+    source: ToolSource = Field(default_factory=ToolSource)
+    expose: ToolExpose = Field(default_factory=ToolExpose)
+    auth: ToolAuth | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        check_connector_name(value)
+        return value
+
+    @field_validator("tool_defs")
+    @classmethod
+    def _local(cls, value: str) -> str:
+        refuse_url(value, field="tool_defs")
+        return value
+
+    def dumps(self) -> str:
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+    def write(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.write_text(self.dumps(), encoding="utf-8")
+        return target
+
+    @classmethod
+    def loads(cls, text: str, *, where: str = "tool.yaml") -> ToolYaml:
+        data = parse_document_text(text, field=where)
+        if not isinstance(data, dict):
+            raise ConnectorError(f"{where}: expected a mapping with name, tool_defs, source, expose, auth")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            location = ".".join(str(p) for p in error["loc"]) or "(top level)"
+            message = str(error.get("ctx", {}).get("error", error["msg"]))
+            raise ConnectorError(f"{where}: field {location}: {message}") from None
+
+
+def load_tool_yaml(path: str | Path) -> ToolYaml:
+    refuse_url(str(path), field="tool.yaml")
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConnectorError(f"tool.yaml: file {str(file)!r} does not exist; check the path") from None
+    return ToolYaml.loads(text, where=str(file.name))
+
+
+def scaffold_tool_yaml(
+    catalog: ToolDefinitions, *, base_url: str | None = None, tool_defs: str = "tool_defs.yaml"
+) -> ToolYaml:
+    """A starter tool.yaml exposing every compiled operation; edit `expose.allow` down to what you need."""
+    auth = None
+    if catalog.auth is not None:
+        auth = ToolAuth(
+            type=catalog.auth.type,
+            env=f"{catalog.name.upper().replace('-', '_')}_TOKEN",
+            location=catalog.auth.location if catalog.auth.type in ("api_key", "path") else None,
+            name=catalog.auth.name if catalog.auth.type in ("api_key", "path") else None,
+        )
+    return ToolYaml(
+        name=catalog.name,
+        tool_defs=tool_defs,
+        source=ToolSource(base_url=base_url or catalog.source.base_url),
+        expose=ToolExpose(allow=[t.operation_id or t.name for t in catalog.tools]),
+        auth=auth,
+    )
+
+
+def materialize_connector(tool: ToolYaml, catalog: ToolDefinitions) -> ToolDefinitions:
+    """The connector the runtime executes: allowed tools only, base URL and credential env name bound."""
+    if not tool.source.base_url:
+        raise ConnectorError(
+            f"tool.yaml {tool.name}: source.base_url is required at runtime; "
+            "set it to the provider's API root "
+            f"(the document suggests {catalog.source.base_url or 'nothing'})"
+        )
+    selected = _select(tool, catalog)
+    auth = _bind_auth(tool, catalog)
+    tools = [_rebind(spec, tool=tool, catalog=catalog, auth=auth) for spec in selected]
+    _rename(tools, connector=tool.name, catalog=catalog.name)
+    return ToolDefinitions(
+        name=tool.name,
+        source=SourceSpec(base_url=tool.source.base_url),
+        auth=auth,
+        auth_options=[],
+        tools=tools,
+        provenance=catalog.provenance,
+    )
+
+
+def _select(tool: ToolYaml, catalog: ToolDefinitions) -> list[ToolSpec]:
+    by_key: dict[str, ToolSpec] = {}
+    for spec in catalog.tools:
+        by_key[spec.name] = spec
+        if spec.operation_id:
+            by_key.setdefault(spec.operation_id, spec)
+    chosen: dict[str, ToolSpec] = {}
+    for entry in tool.expose.allow:
+        if entry == "*":
+            chosen.update((spec.name, spec) for spec in catalog.tools)
+            continue
+        spec = by_key.get(entry)
+        if spec is None:
+            skipped = next(
+                (s for s in catalog.skipped if entry in (s.operation_id, f"{s.method} {s.path}")), None
+            )
+            hint = f" (it was skipped when compiling: {skipped.reason})" if skipped else ""
+            raise ConnectorError(
+                f"tool.yaml {tool.name}: expose.allow entry {entry!r} names no operation in catalog "
+                f"{catalog.name!r}{hint}; use an operationId or tool name from {tool.tool_defs}, "
+                "or remove the entry"
+            )
+        chosen[spec.name] = spec
+    order = {spec.name: index for index, spec in enumerate(catalog.tools)}
+    return sorted(chosen.values(), key=lambda spec: order[spec.name])
+
+
+def _bind_auth(tool: ToolYaml, catalog: ToolDefinitions) -> AuthSpec | None:
+    if tool.auth is None:
+        return None
+    wanted = tool.auth
+    if wanted.type in ("api_key", "path") and not (
+        wanted.name and (wanted.location or wanted.type == "path")
+    ):
+        known = next((o for o in (catalog.auth, *catalog.auth_options) if o and o.type == wanted.type), None)
+        if known is None:
+            raise ConnectorError(
+                f"tool.yaml {tool.name}: auth.type {wanted.type!r} needs auth.name"
+                + (
+                    " and auth.in (header, query or cookie)"
+                    if wanted.type == "api_key"
+                    else " (the path parameter)"
+                )
+                + " because the catalog declares no such scheme"
+            )
+        return AuthSpec(type=known.type, env=wanted.env, location=known.location, name=known.name)
+    location = "path" if wanted.type == "path" else wanted.location
+    return AuthSpec(type=wanted.type, env=wanted.env, location=location, name=wanted.name)
+
+
+def _rebind(spec: ToolSpec, *, tool: ToolYaml, catalog: ToolDefinitions, auth: AuthSpec | None) -> ToolSpec:
+    """A copy of the tool; with a credential in the path, that parameter leaves the agent-facing schema."""
+    data: dict[str, Any] = spec.model_dump(by_alias=True)
+    if auth is not None and auth.type == "path" and auth.name:
+        param = next((p for p in data["params"] if p["in"] == "path" and p["name"] == auth.name), None)
+        if param is not None:
+            arg = param["arg"]
+            schema = data["inputSchema"]
+            schema["properties"] = {k: v for k, v in schema["properties"].items() if k != arg}
+            schema["required"] = [r for r in schema["required"] if r != arg]
+    return ToolSpec.model_validate(data)
+
+
+def _rename(tools: list[ToolSpec], *, connector: str, catalog: str) -> None:
+    if connector == catalog:
+        return
+    taken: set[str] = set()
+    for spec in tools:
+        name = tool_name(connector, spec.operation_id or spec.name.removeprefix(f"{catalog}_"))
+        if name in taken:
+            name = disambiguate(name, f"{spec.method} {spec.path}", taken)
+        taken.add(name)
+        spec.name = name
