@@ -1,0 +1,81 @@
+"""What one Agent's reconcile reads, which objects an Agent references, and how bad input is reported."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agent_operator.models import Agent, Connector, SecretKeyRef
+
+
+class InputProblem(Exception):
+    """Bad input: becomes a False condition (on `condition`) and a Warning Event; nothing is applied."""
+
+    def __init__(self, *, reason: str, message: str, condition: str = "Ready") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.condition = condition
+
+
+@dataclass(frozen=True)
+class SecretMeta:
+    """A referenced Secret as rendering sees it: never its values, only its keys and version."""
+
+    resource_version: str
+    keys: frozenset[str]
+
+
+@dataclass(frozen=True)
+class AgentInputs:
+    """Everything the pure reconcile needs; a missing object maps to None."""
+
+    agent: Agent
+    connectors: Mapping[str, Connector | None] = field(default_factory=dict)
+    config_maps: Mapping[str, Mapping[str, str] | None] = field(default_factory=dict)
+    secrets: Mapping[str, SecretMeta | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class References:
+    connectors: frozenset[str] = frozenset()
+    config_maps: frozenset[str] = frozenset()
+    secrets: frozenset[str] = frozenset()
+
+
+def component_secret_refs(
+    agent: Agent, connectors: Mapping[str, Connector | None]
+) -> dict[str, list[tuple[str, SecretKeyRef]]]:
+    """(env name, Secret key) per component, routed by the trust table: LLM keys to the AER only,
+    connector credentials to the Tool Pod only, database credentials to Memory only."""
+    spec = agent.spec
+    aer = [(c.name, c.secret_key_ref) for c in (*spec.llm.credentials, *spec.components.aer.secret_env)]
+    tool: list[tuple[str, SecretKeyRef]] = []
+    for name in spec.connectors:
+        connector = connectors.get(name)
+        auth = connector.spec.auth if connector else None
+        if auth and auth.env and auth.secret_key_ref:
+            tool.append((auth.env, auth.secret_key_ref))
+    tool += [(c.name, c.secret_key_ref) for c in spec.components.tool.secret_env]
+    memory: list[tuple[str, SecretKeyRef]] = []
+    if spec.components.memory.enabled:
+        store = spec.components.memory.store
+        if store.type == "mongodb" and store.uri_secret_ref:
+            memory.append(("MEMORY_MONGODB_URI", store.uri_secret_ref))
+        memory += [(c.name, c.secret_key_ref) for c in spec.components.memory.secret_env]
+    return {"aer": aer, "tool": tool, "memory": memory}
+
+
+def agent_references(agent: Agent, connectors: Mapping[str, Connector | None]) -> References:
+    """The Connectors, ConfigMaps and Secrets whose change must re-render this Agent."""
+    config_maps = {
+        c.spec.catalog.config_map_key_ref.name
+        for name in agent.spec.connectors
+        if (c := connectors.get(name)) is not None
+    }
+    secrets = {ref.name for refs in component_secret_refs(agent, connectors).values() for _, ref in refs}
+    return References(
+        connectors=frozenset(agent.spec.connectors),
+        config_maps=frozenset(config_maps),
+        secrets=frozenset(secrets),
+    )

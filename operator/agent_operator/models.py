@@ -1,0 +1,182 @@
+"""Pydantic models of the Agent and Connector resources (crds/ is the schema the API server enforces).
+
+The API server already validated and defaulted what we read; these models give the operator typed access
+and re-apply the defaults, so a unit test can build a spec from a few fields.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "agentengine.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+AGENT_PLURAL = "agents"
+CONNECTOR_PLURAL = "connectors"
+
+
+class Spec(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields are ignored (the CRD prunes them)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+
+class ConfigMapKeyRef(Spec):
+    name: str
+    key: str
+
+
+class SecretKeyRef(Spec):
+    name: str
+    key: str
+
+
+class SecretEnv(Spec):
+    """An environment variable whose value comes from a Secret key."""
+
+    name: str
+    secret_key_ref: SecretKeyRef
+
+
+class PlainEnv(Spec):
+    name: str
+    value: str = ""
+
+
+class Resources(Spec):
+    requests: dict[str, int | str] = Field(default_factory=dict)
+    limits: dict[str, int | str] = Field(default_factory=dict)
+
+
+# Connector -----------------------------------------------------------------------------------------------
+
+
+class AuthType(StrEnum):
+    NONE = "none"
+    BEARER = "bearer"
+    API_KEY = "api_key"
+    BASIC = "basic"
+    PATH = "path"
+
+
+class ConnectorSource(Spec):
+    type: Literal["openapi"] = "openapi"
+    base_url: str
+
+
+class ConnectorCatalog(Spec):
+    config_map_key_ref: ConfigMapKeyRef
+
+
+class ConnectorExpose(Spec):
+    allow: tuple[str, ...] | None = None
+
+
+class ConnectorAuth(Spec):
+    type: AuthType = AuthType.NONE
+    env: str | None = None
+    location: Literal["header", "query", "cookie"] | None = Field(default=None, alias="in")
+    name: str | None = None
+    secret_key_ref: SecretKeyRef | None = None
+
+
+class ConnectorSpec(Spec):
+    source: ConnectorSource
+    catalog: ConnectorCatalog
+    expose: ConnectorExpose = Field(default_factory=ConnectorExpose)
+    auth: ConnectorAuth | None = None
+
+
+# Agent ---------------------------------------------------------------------------------------------------
+
+
+class LlmSpec(Spec):
+    credentials: tuple[SecretEnv, ...] = ()
+
+
+class ComponentSpec(Spec):
+    replicas: int = 1
+    resources: Resources = Field(default_factory=Resources)
+    env: tuple[PlainEnv, ...] = ()
+    secret_env: tuple[SecretEnv, ...] = ()
+
+
+class MemoryStore(Spec):
+    type: Literal["sqlite", "mongodb"] = "sqlite"
+    database: str | None = None
+    uri_secret_ref: SecretKeyRef | None = None
+
+
+class MemorySpec(ComponentSpec):
+    enabled: bool = False
+    store: MemoryStore = Field(default_factory=MemoryStore)
+
+
+class Components(Spec):
+    aer: ComponentSpec = Field(default_factory=ComponentSpec)
+    tool: ComponentSpec = Field(default_factory=ComponentSpec)
+    memory: MemorySpec = Field(default_factory=MemorySpec)
+
+
+class AgentSpec(Spec):
+    image: str
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()
+    entrypoint: str
+    connectors: tuple[str, ...] = ()
+    llm: LlmSpec = Field(default_factory=LlmSpec)
+    components: Components = Field(default_factory=Components)
+
+
+# Resource envelopes --------------------------------------------------------------------------------------
+
+
+class ObjectRef(Spec):
+    """The metadata the operator needs from a resource it reads."""
+
+    name: str
+    namespace: str
+    uid: str = ""
+    generation: int = 0
+
+
+class Agent(Spec):
+    meta: ObjectRef
+    spec: AgentSpec
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Agent:
+        return cls(
+            meta=_meta(body), spec=AgentSpec.model_validate(body.get("spec") or {}), status=_status(body)
+        )
+
+
+class Connector(Spec):
+    meta: ObjectRef
+    spec: ConnectorSpec
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Connector:
+        return cls(
+            meta=_meta(body), spec=ConnectorSpec.model_validate(body.get("spec") or {}), status=_status(body)
+        )
+
+
+def _meta(body: dict[str, Any]) -> ObjectRef:
+    meta = body.get("metadata") or {}
+    return ObjectRef(
+        name=meta.get("name", ""),
+        namespace=meta.get("namespace", ""),
+        uid=meta.get("uid", ""),
+        generation=int(meta.get("generation") or 0),
+    )
+
+
+def _status(body: dict[str, Any]) -> dict[str, Any]:
+    return dict(body.get("status") or {})

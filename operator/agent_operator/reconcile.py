@@ -1,0 +1,110 @@
+"""The operator's decision, pure: an Agent, its Connectors, ConfigMaps and Secret metadata -> desired objects.
+
+Bad input raises `InputProblem` before anything is rendered, so the apply layer applies all or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+
+from agent_operator.bundle import BUNDLE, RenderedBundle, materialize, render_bundle
+from agent_operator.imageref import image_reference_problem
+from agent_operator.inputs import AgentInputs, InputProblem, component_secret_refs
+from agent_operator.models import Connector
+from agent_operator.render import Desired, enabled_components, provider_ports, render_objects
+from agent_operator.settings import RenderSettings
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the Agent should look like in the cluster."""
+
+    objects: tuple[Desired, ...]
+    bundle: RenderedBundle
+
+
+@dataclass(frozen=True)
+class ConnectorSummary:
+    tool_count: int
+    digest: str
+
+
+def summarize_connector(
+    inputs_connector: Connector, config_maps: dict[str, dict[str, str] | None]
+) -> ConnectorSummary:
+    """A Connector on its own: does it compile, how many tools, which digest. Raises InputProblem."""
+    definitions = materialize(inputs_connector, config_maps)
+    return ConnectorSummary(
+        tool_count=len(definitions.tools), digest=hashlib.sha256(definitions.dumps().encode()).hexdigest()
+    )
+
+
+def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
+    agent = inputs.agent
+    if problem := image_reference_problem(agent.spec.image):
+        raise InputProblem(
+            reason="ImageInvalid",
+            message=f"spec.image {agent.spec.image!r} is not a valid image reference: {problem}; "
+            "write e.g. registry.example.com/team/agent:1.0.0",
+        )
+    connectors: list[Connector] = []
+    for name in agent.spec.connectors:
+        connector = inputs.connectors.get(name)
+        if connector is None:
+            raise InputProblem(
+                reason="ConnectorMissing",
+                condition=BUNDLE,
+                message=f"spec.connectors: Connector {name!r} does not exist in namespace "
+                f"{agent.meta.namespace}; create it or remove it from the list",
+            )
+        connectors.append(connector)
+    definitions = [materialize(c, inputs.config_maps) for c in connectors]
+
+    secret_env = component_secret_refs(agent, inputs.connectors)
+    versions: dict[str, str] = {}
+    for component in enabled_components(agent):
+        for env_name, ref in secret_env[component]:
+            meta = inputs.secrets.get(ref.name)
+            if meta is None:
+                raise InputProblem(
+                    reason="SecretMissing",
+                    message=f"{component}: Secret {ref.name!r} (for {env_name}) does not exist in namespace "
+                    f"{agent.meta.namespace}; create it or fix the reference",
+                )
+            if ref.key not in meta.keys:
+                raise InputProblem(
+                    reason="SecretKeyMissing",
+                    message=f"{component}: Secret {ref.name!r} has no key {ref.key!r} (for {env_name}); "
+                    f"add the key or fix secretKeyRef.key",
+                )
+            versions[ref.name] = meta.resource_version
+        _check_env_conflicts(inputs, component, [name for name, _ in secret_env[component]])
+
+    bundle = render_bundle(
+        agent_name=agent.meta.name,
+        connectors=definitions,
+        budget_bytes=settings.configmap_budget_bytes,
+        max_parts=settings.max_bundle_configmaps,
+    )
+    objects = render_objects(
+        agent=agent,
+        bundle=bundle,
+        secret_env=secret_env,
+        secret_versions=versions,
+        provider_ports=provider_ports([c.spec.source.base_url for c in connectors]),
+        settings=settings,
+    )
+    return Plan(objects=tuple(objects), bundle=bundle)
+
+
+def _check_env_conflicts(inputs: AgentInputs, component: str, secret_names: list[str]) -> None:
+    plain = [e.name for e in getattr(inputs.agent.spec.components, component).env]
+    duplicated = sorted(n for n, count in Counter([*plain, *secret_names]).items() if count > 1)
+    if duplicated:
+        raise InputProblem(
+            reason="EnvConflict",
+            message=f"{component}: environment variables {duplicated} are set twice (component env, "
+            "secretEnv, llm.credentials or a Connector's auth.env); give each a distinct name",
+        )

@@ -1,0 +1,466 @@
+"""Kubernetes manifests for one Agent's children (pure): ServiceAccounts, Deployments, Services,
+NetworkPolicies, the runtime token Secret and the bundle ConfigMaps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from agent_operator.bundle import RenderedBundle
+from agent_operator.models import API_VERSION, Agent, ComponentSpec, SecretKeyRef
+from agent_operator.settings import RenderSettings
+from agent_runtime import contract
+
+MANAGED_BY = "agent-engine-operator"
+AGENT_LABEL = "agentengine.io/agent"
+COMPONENT_LABEL = "agentengine.io/component"
+ROLE_LABEL = "agentengine.io/role"
+APPLIED_HASH = "agentengine.io/applied-hash"
+BUNDLE_DIGEST = "agentengine.io/bundle-digest"
+SECRETS_CHECKSUM = "agentengine.io/secrets-checksum"
+# A label on user ConfigMaps/Secrets an Agent references, so the operator's watches can select them.
+WATCHED_LABEL = "agentengine.io/watched"
+
+COMPONENTS = ("aer", "tool", "memory")
+MODES = {
+    "aer": contract.RunnerMode.AER,
+    "tool": contract.RunnerMode.TOOL,
+    "memory": contract.RunnerMode.MEMORY,
+}
+MEMORY_DATA_DIR = "/var/lib/agent-engine/memory"
+MEMORY_URL_ENV = "AGENTIC_MEMORY_URL"
+OE_URL_ENV = "AGENTIC_OE_URL"
+
+
+@dataclass(frozen=True)
+class Desired:
+    """One object to converge. `create_only` objects are created once and never patched (immutable
+    bundle ConfigMaps; the token Secret, whose value the apply layer generates)."""
+
+    manifest: dict[str, Any]
+    create_only: bool = False
+    generate_token: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.manifest["apiVersion"], self.manifest["kind"], self.manifest["metadata"]["name"])
+
+
+def token_secret_name(agent: str) -> str:
+    return f"{agent}-runtime-token"
+
+
+def component_name(agent: str, component: str) -> str:
+    return f"{agent}-{component}"
+
+
+def canonical_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def secrets_checksum(refs: Sequence[tuple[str, SecretKeyRef]], versions: Mapping[str, str]) -> str:
+    """Changes when any Secret a component reads changes (by resourceVersion: no value is ever hashed)."""
+    pairs = sorted({(ref.name, ref.key, versions.get(ref.name, "")) for _, ref in refs})
+    return canonical_hash(pairs)[:32]
+
+
+def labels(agent: str, component: str | None = None) -> dict[str, str]:
+    out = {
+        "app.kubernetes.io/name": "agent-engine",
+        "app.kubernetes.io/instance": agent,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        AGENT_LABEL: agent,
+    }
+    if component:
+        out["app.kubernetes.io/component"] = component
+        out[COMPONENT_LABEL] = component
+    return out
+
+
+def selector(agent: str, component: str) -> dict[str, str]:
+    return {AGENT_LABEL: agent, COMPONENT_LABEL: component}
+
+
+def owner_reference(agent: Agent) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Agent",
+        "name": agent.meta.name,
+        "uid": agent.meta.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(agent: Agent, name: str, component: str | None = None, **extra_labels: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": agent.meta.namespace,
+        "labels": {**labels(agent.meta.name, component), **extra_labels},
+        "ownerReferences": [owner_reference(agent)],
+    }
+
+
+def enabled_components(agent: Agent) -> tuple[str, ...]:
+    return ("aer", "tool", "memory") if agent.spec.components.memory.enabled else ("aer", "tool")
+
+
+def component_spec(agent: Agent, component: str) -> ComponentSpec:
+    return getattr(agent.spec.components, component)
+
+
+def render_objects(
+    *,
+    agent: Agent,
+    bundle: RenderedBundle,
+    secret_env: Mapping[str, Sequence[tuple[str, SecretKeyRef]]],
+    secret_versions: Mapping[str, str],
+    provider_ports: Sequence[int],
+    settings: RenderSettings,
+) -> list[Desired]:
+    """Every child object, each stamped with the hash of its own content."""
+    name = agent.meta.name
+    objects: list[Desired] = [
+        Desired(
+            manifest=_bundle_config_map(agent, part.name, dict(part.data), bundle.digest), create_only=True
+        )
+        for part in bundle.parts
+    ]
+    objects.append(Desired(manifest=_token_secret(agent), create_only=True, generate_token=True))
+    for component in enabled_components(agent):
+        objects.append(Desired(manifest=_service_account(agent, component)))
+        objects.append(
+            Desired(
+                manifest=_deployment(
+                    agent,
+                    component,
+                    bundle=bundle,
+                    secret_env=secret_env.get(component, ()),
+                    checksum=secrets_checksum(secret_env.get(component, ()), secret_versions),
+                    settings=settings,
+                )
+            )
+        )
+        objects.append(Desired(manifest=_service(agent, component)))
+    objects.extend(
+        Desired(manifest=m)
+        for m in _network_policies(agent, provider_ports=provider_ports, settings=settings)
+    )
+    for desired in objects:
+        if not desired.create_only:
+            meta = desired.manifest["metadata"]
+            meta["annotations"] = {
+                **meta.get("annotations", {}),
+                APPLIED_HASH: canonical_hash(desired.manifest),
+            }
+    assert len({d.key for d in objects}) == len(objects), f"duplicate child names for Agent {name}"
+    return objects
+
+
+def _bundle_config_map(agent: Agent, name: str, data: dict[str, str], digest: str) -> dict[str, Any]:
+    meta = _metadata(agent, name, None, **{ROLE_LABEL: "bundle"})
+    meta["annotations"] = {BUNDLE_DIGEST: digest}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": data}
+
+
+def _token_secret(agent: Agent) -> dict[str, Any]:
+    meta = _metadata(agent, token_secret_name(agent.meta.name), None, **{ROLE_LABEL: "runtime-token"})
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque"}
+
+
+def _service_account(agent: Agent, component: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(agent, component_name(agent.meta.name, component), component),
+        "automountServiceAccountToken": False,
+    }
+
+
+def _service(agent: Agent, component: str) -> dict[str, Any]:
+    port = contract.PORTS[MODES[component]]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(agent, component_name(agent.meta.name, component), component),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(agent.meta.name, component),
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> list[dict[str, Any]]:
+    env = [
+        {"name": contract.RUNNER_MODE_ENV, "value": MODES[component].value},
+        {"name": contract.TOKEN_FILE_ENV, "value": contract.TOKEN_FILE_PATH},
+        {"name": contract.STRUCTURED_LOGGING_ENV, "value": "true"},
+    ]
+    if component in ("aer", "tool"):
+        env += [
+            {"name": contract.ENTRYPOINT_ENV, "value": agent.spec.entrypoint},
+            {"name": contract.BUNDLE_PATH_ENV, "value": contract.BUNDLE_INDEX_PATH},
+        ]
+    if component == "aer":
+        env.append({"name": OE_URL_ENV, "value": settings.oe_url})
+    if component in ("aer", "tool") and agent.spec.components.memory.enabled:
+        port = contract.PORTS[contract.RunnerMode.MEMORY]
+        env.append(
+            {"name": MEMORY_URL_ENV, "value": f"http://{component_name(agent.meta.name, 'memory')}:{port}"}
+        )
+    if component == "memory":
+        store = agent.spec.components.memory.store
+        env.append({"name": "MEMORY_STORE_TYPE", "value": store.type})
+        if store.type == "sqlite":
+            env.append({"name": "MEMORY_SQLITE_PATH", "value": f"{MEMORY_DATA_DIR}/memory.db"})
+        if store.database:
+            env.append({"name": "MEMORY_MONGODB_DATABASE", "value": store.database})
+    return env
+
+
+def _container_env(
+    agent: Agent, component: str, secret_env: Sequence[tuple[str, SecretKeyRef]], settings: RenderSettings
+) -> list[dict[str, Any]]:
+    env = _platform_env(agent, component, settings)
+    env += [{"name": e.name, "value": e.value} for e in component_spec(agent, component).env]
+    env += [
+        {"name": env_name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        for env_name, ref in secret_env
+    ]
+    return env
+
+
+def _deployment(
+    agent: Agent,
+    component: str,
+    *,
+    bundle: RenderedBundle,
+    secret_env: Sequence[tuple[str, SecretKeyRef]],
+    checksum: str,
+    settings: RenderSettings,
+) -> dict[str, Any]:
+    name = agent.meta.name
+    spec = component_spec(agent, component)
+    port = contract.PORTS[MODES[component]]
+    mounts_bundle = component in ("aer", "tool")
+    volumes: list[dict[str, Any]] = [
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        {
+            "name": "runtime-token",
+            "secret": {
+                "secretName": token_secret_name(name),
+                "defaultMode": 0o440,
+                "items": [{"key": contract.TOKEN_SECRET_KEY, "path": contract.TOKEN_SECRET_KEY}],
+            },
+        },
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "tmp", "mountPath": contract.TMP_DIR},
+        {"name": "runtime-token", "mountPath": contract.TOKEN_MOUNT_DIR, "readOnly": True},
+    ]
+    annotations = {SECRETS_CHECKSUM: checksum}
+    if mounts_bundle:
+        volumes.append(
+            {
+                "name": "bundle",
+                "projected": {
+                    "defaultMode": 0o444,
+                    "sources": [{"configMap": {"name": n}} for n in bundle.config_map_names],
+                },
+            }
+        )
+        mounts.append({"name": "bundle", "mountPath": contract.BUNDLE_MOUNT_DIR, "readOnly": True})
+        annotations[BUNDLE_DIGEST] = bundle.digest
+    if component == "memory" and agent.spec.components.memory.store.type == "sqlite":
+        volumes.append({"name": "data", "emptyDir": {}})
+        mounts.append({"name": "data", "mountPath": MEMORY_DATA_DIR})
+    container: dict[str, Any] = {
+        "name": component,
+        "image": agent.spec.image,
+        "imagePullPolicy": agent.spec.image_pull_policy,
+        "command": list(contract.IMAGE_COMMAND),
+        "env": _container_env(agent, component, secret_env, settings),
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": contract.READY_PATH, "port": "http"},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": contract.HEALTH_PATH, "port": "http"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+    resources = {k: v for k, v in spec.resources.model_dump().items() if v}
+    if resources:
+        container["resources"] = resources
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": component_name(name, component),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": contract.RUNTIME_UID,
+            "runAsGroup": contract.RUNTIME_UID,
+            "fsGroup": contract.RUNTIME_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if agent.spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in agent.spec.image_pull_secrets]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(agent, component_name(name, component), component),
+        "spec": {
+            "replicas": spec.replicas,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector(name, component)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels(name, component), "annotations": annotations},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def provider_ports(base_urls: Sequence[str]) -> list[int]:
+    """TCP ports the Tool Pod must reach for its connectors' base URLs."""
+    ports = set()
+    for url in base_urls:
+        parts = urlsplit(url)
+        ports.add(parts.port or (443 if parts.scheme == "https" else 80))
+    return sorted(ports)
+
+
+def _oe_peer(settings: RenderSettings) -> dict[str, Any]:
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.oe_namespace}},
+        "podSelector": {"matchLabels": dict(settings.oe_pod_labels)},
+    }
+
+
+_ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
+_DNS = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+
+
+def _network_policy(agent: Agent, suffix: str, component: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(agent, f"{agent.meta.name}-{suffix}", component),
+        "spec": spec,
+    }
+
+
+def _network_policies(
+    agent: Agent, *, provider_ports: Sequence[int], settings: RenderSettings
+) -> list[dict[str, Any]]:
+    """The trust table as NetworkPolicies: deny everything for the Agent's pods, then allow its paths."""
+    name = agent.meta.name
+    memory = agent.spec.components.memory.enabled
+    ports = contract.PORTS
+    mem_port = ports[contract.RunnerMode.MEMORY]
+    memory_peer = {"podSelector": {"matchLabels": selector(name, "memory")}}
+    to_memory = [{"to": [memory_peer], "ports": [{"protocol": "TCP", "port": mem_port}]}] if memory else []
+    policies = [
+        _network_policy(
+            agent,
+            "default-deny",
+            None,
+            {"podSelector": {"matchLabels": {AGENT_LABEL: name}}, "policyTypes": ["Ingress", "Egress"]},
+        ),
+        _network_policy(
+            agent,
+            "aer",
+            "aer",
+            {
+                "podSelector": {"matchLabels": selector(name, "aer")},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [
+                    {
+                        "from": [_oe_peer(settings)],
+                        "ports": [{"protocol": "TCP", "port": ports[contract.RunnerMode.AER]}],
+                    }
+                ],
+                "egress": [
+                    {
+                        "to": [_oe_peer(settings)],
+                        "ports": [{"protocol": "TCP", "port": ports[contract.RunnerMode.OE]}],
+                    },
+                    {"to": _ANYWHERE, "ports": [{"protocol": "TCP", "port": 443}]},  # the LLM API
+                    *to_memory,
+                    _DNS,
+                ],
+            },
+        ),
+        _network_policy(
+            agent,
+            "tool",
+            "tool",
+            {
+                "podSelector": {"matchLabels": selector(name, "tool")},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [
+                    {
+                        "from": [_oe_peer(settings)],
+                        "ports": [{"protocol": "TCP", "port": ports[contract.RunnerMode.TOOL]}],
+                    }
+                ],
+                "egress": [
+                    *(
+                        [{"to": _ANYWHERE, "ports": [{"protocol": "TCP", "port": p} for p in provider_ports]}]
+                        if provider_ports
+                        else []
+                    ),
+                    *to_memory,
+                    _DNS,
+                ],
+            },
+        ),
+    ]
+    if memory:
+        store_egress = (
+            [{"to": _ANYWHERE, "ports": [{"protocol": "TCP", "port": 27017}]}]
+            if agent.spec.components.memory.store.type == "mongodb"
+            else []
+        )
+        policies.append(
+            _network_policy(
+                agent,
+                "memory",
+                "memory",
+                {
+                    "podSelector": {"matchLabels": selector(name, "memory")},
+                    "policyTypes": ["Ingress", "Egress"],
+                    "ingress": [
+                        {
+                            "from": [
+                                {"podSelector": {"matchLabels": selector(name, "aer")}},
+                                {"podSelector": {"matchLabels": selector(name, "tool")}},
+                            ],
+                            "ports": [{"protocol": "TCP", "port": mem_port}],
+                        }
+                    ],
+                    "egress": [*store_egress, _DNS],
+                },
+            )
+        )
+    return policies

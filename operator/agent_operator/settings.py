@@ -1,0 +1,72 @@
+"""Operator settings, read once from the environment (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FIELD_MANAGER = "agent-engine-operator"
+
+
+class RenderSettings(BaseModel):
+    """What rendering needs beyond the Agent: where the OE runs and how large one ConfigMap may be."""
+
+    model_config = ConfigDict(frozen=True)
+
+    oe_namespace: str = "agent-engine"
+    oe_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: {
+            "app.kubernetes.io/name": "agent-engine",
+            "app.kubernetes.io/component": "oe",
+        }
+    )
+    oe_url: str = "http://agent-engine-oe.agent-engine.svc:8080"
+    # The API server refuses ConfigMaps over 1 MiB; keep room for keys and metadata.
+    configmap_budget_bytes: int = 900_000
+    max_bundle_configmaps: int = 8
+
+
+class OperatorSettings(BaseModel):
+    """Process-level settings: scope, peering, probes, resync."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespaces: tuple[str, ...] = ()  # empty: every namespace (cluster-wide RBAC)
+    peering: str | None = None  # kopf peering name; None: standalone (one replica)
+    liveness_endpoint: str = "http://0.0.0.0:8080/healthz"
+    resync_seconds: float = 300.0
+    render: RenderSettings = Field(default_factory=RenderSettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OperatorSettings:
+        """AGENT_OPERATOR_* variables; a missing one keeps its default."""
+        render: dict[str, object] = {}
+        if value := env.get("AGENT_OPERATOR_OE_NAMESPACE"):
+            render["oe_namespace"] = value
+        if value := env.get("AGENT_OPERATOR_OE_URL"):
+            render["oe_url"] = value
+        if value := env.get("AGENT_OPERATOR_OE_POD_LABELS"):
+            render["oe_pod_labels"] = _parse_labels(value, name="AGENT_OPERATOR_OE_POD_LABELS")
+        if value := env.get("AGENT_OPERATOR_CONFIGMAP_BUDGET_BYTES"):
+            render["configmap_budget_bytes"] = int(value)
+        fields: dict[str, object] = {"render": RenderSettings(**render)}  # type: ignore[arg-type]
+        if value := env.get("AGENT_OPERATOR_NAMESPACES"):
+            fields["namespaces"] = tuple(ns.strip() for ns in value.split(",") if ns.strip())
+        if value := env.get("AGENT_OPERATOR_PEERING"):
+            fields["peering"] = value
+        if value := env.get("AGENT_OPERATOR_LIVENESS"):
+            fields["liveness_endpoint"] = value
+        if value := env.get("AGENT_OPERATOR_RESYNC_SECONDS"):
+            fields["resync_seconds"] = float(value)
+        return cls(**fields)  # type: ignore[arg-type]
+
+
+def _parse_labels(text: str, *, name: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or not key:
+            raise ValueError(f"{name}: {item!r} is not key=value; write e.g. app.kubernetes.io/component=oe")
+        labels[key] = value
+    return labels

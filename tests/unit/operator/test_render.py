@@ -1,0 +1,198 @@
+"""Rendering an Agent: golden files plus the invariants the trust table and the runtime contract demand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_operator.inputs import SecretMeta
+from agent_operator.reconcile import Plan, plan_agent
+from agent_operator.render import APPLIED_HASH, BUNDLE_DIGEST, SECRETS_CHECKSUM
+from agent_operator.settings import RenderSettings
+from agent_runtime import contract
+from tests.unit.operator.golden import assert_golden
+from tests.unit.operator.specimens import agent_body, connector_body, inputs, petstore_text
+
+SETTINGS = RenderSettings()
+
+
+def _plan(**kwargs: Any) -> Plan:
+    return plan_agent(inputs(**kwargs), settings=SETTINGS)
+
+
+def _by_kind(plan: Plan, kind: str) -> dict[str, dict[str, Any]]:
+    return {d.manifest["metadata"]["name"]: d.manifest for d in plan.objects if d.manifest["kind"] == kind}
+
+
+def _env(deployment: dict[str, Any]) -> dict[str, Any]:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def _memory_agent() -> dict[str, Any]:
+    return agent_body(
+        connectors=["petstore", "weather"],
+        components={
+            "aer": {"replicas": 2, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}},
+            "tool": {"env": [{"name": "HTTP_TIMEOUT", "value": "20"}]},
+            "memory": {
+                "enabled": True,
+                "store": {
+                    "type": "mongodb",
+                    "database": "agents",
+                    "uriSecretRef": {"name": "memory-db", "key": "uri"},
+                },
+            },
+        },
+    )
+
+
+def _memory_inputs_kwargs() -> dict[str, Any]:
+    weather = connector_body(
+        "weather",
+        source={"type": "openapi", "baseUrl": "http://weather.internal:8080/api"},
+        expose={"allow": ["*"]},
+        auth={"type": "none"},
+    )
+    return {
+        "agent": _memory_agent(),
+        "connectors": [connector_body(), weather],
+        "config_maps": {
+            "petstore-openapi": {"openapi.json": petstore_text()},
+            "weather-openapi": {"openapi.json": petstore_text(title="Weather")},
+        },
+    }
+
+
+def test_golden_basic_agent() -> None:
+    assert_golden("basic_agent", [d.manifest for d in _plan().objects])
+
+
+def test_golden_agent_with_mongodb_memory_and_two_connectors() -> None:
+    assert_golden("memory_agent", [d.manifest for d in _plan(**_memory_inputs_kwargs()).objects])
+
+
+def test_same_inputs_render_identical_objects() -> None:
+    assert [d.manifest for d in _plan().objects] == [d.manifest for d in _plan().objects]
+
+
+def test_secrets_reach_only_the_component_the_trust_table_names() -> None:
+    deployments = _by_kind(_plan(**_memory_inputs_kwargs()), "Deployment")
+    aer, tool, memory = (_env(deployments[f"support-bot-{c}"]) for c in ("aer", "tool", "memory"))
+    assert "OPENAI_API_KEY" in aer and "OPENAI_API_KEY" not in tool and "OPENAI_API_KEY" not in memory
+    assert "PETSTORE_TOKEN" in tool and "PETSTORE_TOKEN" not in aer and "PETSTORE_TOKEN" not in memory
+    assert (
+        "MEMORY_MONGODB_URI" in memory
+        and "MEMORY_MONGODB_URI" not in aer
+        and "MEMORY_MONGODB_URI" not in tool
+    )
+    assert tool["PETSTORE_TOKEN"] == {"secretKeyRef": {"name": "petstore-creds", "key": "token"}}
+
+
+def test_pods_follow_the_runtime_contract_and_restricted_security() -> None:
+    plan = _plan(**_memory_inputs_kwargs())
+    for name, deployment in _by_kind(plan, "Deployment").items():
+        component = name.rsplit("-", 1)[1]
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert container["command"] == list(contract.IMAGE_COMMAND)
+        env = _env(deployment)
+        assert env[contract.RUNNER_MODE_ENV] == component
+        assert env[contract.TOKEN_FILE_ENV] == contract.TOKEN_FILE_PATH
+        assert container["ports"][0]["containerPort"] == contract.PORTS[contract.RunnerMode(component)]
+        assert container["readinessProbe"]["httpGet"]["path"] == contract.READY_PATH
+        assert container["livenessProbe"]["httpGet"]["path"] == contract.HEALTH_PATH
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert contract.TMP_DIR in mounts
+        assert mounts[contract.TOKEN_MOUNT_DIR]["readOnly"] is True
+        if component in ("aer", "tool"):
+            assert env[contract.BUNDLE_PATH_ENV] == contract.BUNDLE_INDEX_PATH
+            assert mounts[contract.BUNDLE_MOUNT_DIR]["readOnly"] is True
+        else:
+            assert contract.BUNDLE_MOUNT_DIR not in mounts
+    for sa in _by_kind(plan, "ServiceAccount").values():
+        assert sa["automountServiceAccountToken"] is False
+
+
+def test_every_child_is_owned_by_the_agent_and_hash_stamped() -> None:
+    for desired in _plan().objects:
+        meta = desired.manifest["metadata"]
+        assert meta["ownerReferences"][0]["uid"] == "uid-support-bot"
+        assert meta["ownerReferences"][0]["controller"] is True
+        assert desired.create_only or APPLIED_HASH in meta["annotations"]
+
+
+def test_bundle_configmap_is_immutable_named_by_digest_and_has_the_index() -> None:
+    plan = _plan()
+    (config_map,) = _by_kind(plan, "ConfigMap").values()
+    assert config_map["immutable"] is True
+    assert config_map["metadata"]["name"] == f"support-bot-bundle-{plan.bundle.digest[:12]}"
+    assert "index.yaml" in config_map["data"]
+    assert plan.bundle.tool_count == 2  # listPets and getPet, not createPet
+
+
+def test_catalog_change_gives_new_bundle_and_rolls_aer_and_tool() -> None:
+    before = _plan()
+    after = _plan(config_maps={"petstore-openapi": {"openapi.json": petstore_text(description="v2 pets")}})
+    assert before.bundle.digest != after.bundle.digest
+    old, new = _by_kind(before, "Deployment"), _by_kind(after, "Deployment")
+    for name in ("support-bot-aer", "support-bot-tool"):
+        assert (
+            old[name]["spec"]["template"]["metadata"]["annotations"][BUNDLE_DIGEST]
+            != (new[name]["spec"]["template"]["metadata"]["annotations"][BUNDLE_DIGEST])
+        )
+
+
+def test_a_secret_change_rolls_only_the_components_that_read_it() -> None:
+    base = inputs()
+    secrets = dict(base.secrets)
+    secrets["llm-keys"] = SecretMeta(resource_version="99", keys=frozenset({"openai"}))
+    before = _by_kind(_plan(), "Deployment")
+    after = _by_kind(_plan(secrets=secrets), "Deployment")
+
+    def checksum(objs: dict[str, Any], name: str) -> str:
+        return objs[name]["spec"]["template"]["metadata"]["annotations"][SECRETS_CHECKSUM]
+
+    assert checksum(before, "support-bot-aer") != checksum(after, "support-bot-aer")
+    assert checksum(before, "support-bot-tool") == checksum(after, "support-bot-tool")
+
+
+def test_network_policies_implement_the_trust_table() -> None:
+    policies = _by_kind(_plan(**_memory_inputs_kwargs()), "NetworkPolicy")
+    deny = policies["support-bot-default-deny"]["spec"]
+    assert deny["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in deny and "egress" not in deny
+    tool = policies["support-bot-tool"]["spec"]
+    assert tool["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8002}]
+    assert {p["port"] for p in tool["egress"][0]["ports"]} == {443, 8080}  # the connectors' base URLs
+    memory = policies["support-bot-memory"]["spec"]
+    sources = [
+        p["podSelector"]["matchLabels"]["agentengine.io/component"] for p in memory["ingress"][0]["from"]
+    ]
+    assert sources == ["aer", "tool"]
+
+
+def test_a_large_bundle_is_split_across_configmaps_never_truncated() -> None:
+    plan = plan_agent(inputs(), settings=RenderSettings(configmap_budget_bytes=1_500))
+    config_maps = _by_kind(plan, "ConfigMap")
+    assert len(config_maps) >= 2
+    keys = [k for cm in config_maps.values() for k in cm["data"]]
+    assert len(keys) == len(set(keys)) and "index.yaml" in keys
+    whole = plan_agent(inputs(), settings=SETTINGS)
+    (single,) = _by_kind(whole, "ConfigMap").values()
+    merged = {k: v for cm in config_maps.values() for k, v in cm["data"].items()}
+    assert merged == single["data"]
+    aer = _by_kind(plan, "Deployment")["support-bot-aer"]
+    bundle_volume = next(v for v in aer["spec"]["template"]["spec"]["volumes"] if v["name"] == "bundle")
+    assert [s["configMap"]["name"] for s in bundle_volume["projected"]["sources"]] == sorted(config_maps)
+
+
+@pytest.mark.parametrize("replicas", [0, 3])
+def test_replicas_come_from_the_component_spec(replicas: int) -> None:
+    plan = _plan(agent=agent_body(components={"tool": {"replicas": replicas}}))
+    assert _by_kind(plan, "Deployment")["support-bot-tool"]["spec"]["replicas"] == replicas

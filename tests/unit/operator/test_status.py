@@ -1,0 +1,91 @@
+"""Status logic: conditions from the outcome and Deployment states; no churn when nothing changed."""
+
+from __future__ import annotations
+
+from agent_operator.inputs import InputProblem
+from agent_operator.reconcile import plan_agent
+from agent_operator.settings import RenderSettings
+from agent_operator.status import DeploymentState, Outcome, agent_status, status_changed, warning_event
+from tests.unit.operator.specimens import inputs
+
+OUTCOME = Outcome.from_plan(plan_agent(inputs(), settings=RenderSettings()))
+
+
+def _state(
+    component: str, *, ready: int = 1, replicas: int = 1, applied: str | None = None
+) -> DeploymentState:
+    return DeploymentState(
+        replicas=replicas,
+        updated_replicas=ready,
+        ready_replicas=ready,
+        available_replicas=ready,
+        generation=2,
+        observed_generation=2,
+        applied_hash=applied if applied is not None else (OUTCOME.deployment_hashes or {})[component],
+    )
+
+
+def _status(previous: dict, deployments: dict, *, outcome: Outcome = OUTCOME, now: str = "T1") -> dict:
+    return agent_status(
+        generation=3,
+        previous=previous,
+        outcome=outcome,
+        deployments=deployments,
+        memory_enabled=False,
+        now=now,
+    )
+
+
+def _cond(status: dict, kind: str) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def test_ready_when_bundle_current_and_components_available() -> None:
+    status = _status({}, {"aer": _state("aer"), "tool": _state("tool")})
+    assert _cond(status, "Ready")["status"] == "True"
+    assert _cond(status, "MemoryReady")["reason"] == "Disabled"
+    assert status["bundle"]["toolCount"] == 2 and status["observedGeneration"] == 3
+    assert all(c["observedGeneration"] == 3 for c in status["conditions"])
+
+
+def test_not_ready_while_rolling_out_or_not_yet_updated() -> None:
+    rolling = _status({}, {"aer": _state("aer", ready=0), "tool": _state("tool")})
+    assert _cond(rolling, "Ready")["status"] == "False"
+    assert _cond(rolling, "AERReady")["reason"] == "RolloutInProgress"
+    stale = _status({}, {"aer": _state("aer", applied="old"), "tool": _state("tool")})
+    assert _cond(stale, "AERReady")["reason"] == "Updating"
+    missing = _status({}, {"tool": _state("tool")})
+    assert _cond(missing, "AERReady")["reason"] == "DeploymentMissing"
+
+
+def test_unchanged_world_gives_identical_status_and_no_write() -> None:
+    deployments = {"aer": _state("aer"), "tool": _state("tool")}
+    first = _status({}, deployments, now="T1")
+    second = _status(first, deployments, now="T2")
+    assert second == first
+    assert not status_changed(first, second)
+
+
+def test_transition_time_moves_only_when_status_changes() -> None:
+    first = _status({}, {"aer": _state("aer", ready=0), "tool": _state("tool")}, now="T1")
+    second = _status(first, {"aer": _state("aer"), "tool": _state("tool")}, now="T2")
+    assert _cond(second, "AERReady")["lastTransitionTime"] == "T2"
+    assert _cond(second, "ToolReady")["lastTransitionTime"] == "T1"
+
+
+def test_bad_input_keeps_the_last_good_bundle_and_running_components() -> None:
+    good = _status({}, {"aer": _state("aer"), "tool": _state("tool")})
+    problem = InputProblem(reason="CatalogInvalid", condition="BundleReady", message="catalog broken")
+    bad = _status(good, {"aer": _state("aer"), "tool": _state("tool")}, outcome=Outcome(problem=problem))
+    assert _cond(bad, "Ready")["status"] == "False" and _cond(bad, "Ready")["reason"] == "CatalogInvalid"
+    assert _cond(bad, "BundleReady")["status"] == "False"
+    assert _cond(bad, "AERReady")["status"] == "True"  # the old pods still serve
+    assert bad["bundle"] == good["bundle"]
+
+
+def test_an_event_only_when_the_problem_is_new() -> None:
+    problem = InputProblem(reason="ImageInvalid", message="spec.image bad")
+    assert warning_event({}, problem) == ("ImageInvalid", "spec.image bad")
+    refused = _status({}, {}, outcome=Outcome(problem=problem))
+    assert warning_event(refused, problem) is None
+    assert warning_event(refused, None) is None
