@@ -1,0 +1,207 @@
+"""A small async Kubernetes REST client on httpx that counts every request it makes.
+
+kopf does the watching; this client does the operator's own reads and writes, so each one is visible in
+`requests` (by verb) and, for writes, logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import ssl
+import tempfile
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("agent_operator.kube")
+
+PLURALS = {
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "ServiceAccount": "serviceaccounts",
+    "Service": "services",
+    "Deployment": "deployments",
+    "ReplicaSet": "replicasets",
+    "NetworkPolicy": "networkpolicies",
+    "Event": "events",
+    "Agent": "agents",
+    "Connector": "connectors",
+}
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server (the Status message, never a request body)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def object_path(
+    api_version: str, kind: str, namespace: str, name: str | None = None, subresource: str | None = None
+) -> str:
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{namespace}/{PLURALS[kind]}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to authenticate (from kopf's login helpers)."""
+
+    server: str
+    ca_pem: str | None = None
+    ca_path: str | None = None
+    cert_path: str | None = None
+    key_path: str | None = None
+    token: str | None = None
+    insecure: bool = False
+
+    @classmethod
+    def from_kopf(cls, info: Any) -> Connection:
+        """kopf's ConnectionInfo: *_data fields are base64 as in a kubeconfig; cert/key need files."""
+        ca_pem = base64.b64decode(info.ca_data).decode() if info.ca_data else None
+        cert_path = (
+            _as_file(info.certificate_data, "cert") if info.certificate_data else info.certificate_path
+        )
+        key_path = _as_file(info.private_key_data, "key") if info.private_key_data else info.private_key_path
+        return cls(
+            server=info.server.rstrip("/"),
+            ca_pem=ca_pem,
+            ca_path=str(info.ca_path) if info.ca_path else None,
+            cert_path=str(cert_path) if cert_path else None,
+            key_path=str(key_path) if key_path else None,
+            token=info.token,
+            insecure=bool(info.insecure),
+        )
+
+
+def _as_file(data: str | bytes, suffix: str) -> str:
+    raw = base64.b64decode(data)
+    fd, path = tempfile.mkstemp(prefix="agent-operator-", suffix=f".{suffix}")  # 0600 by mkstemp
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(raw)
+    return path
+
+
+class KubeApi:
+    def __init__(self, connection: Connection, *, max_connections: int = 32, timeout: float = 30.0) -> None:
+        headers = {"Accept": "application/json", "User-Agent": "agent-engine-operator"}
+        if connection.token:
+            headers["Authorization"] = f"Bearer {connection.token}"
+        self._client = httpx.AsyncClient(
+            base_url=connection.server,
+            headers=headers,
+            verify=self._ssl_context(connection),
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+        self.requests: Counter[str] = Counter()
+
+    @staticmethod
+    def _ssl_context(connection: Connection) -> ssl.SSLContext | bool:
+        if connection.insecure:
+            return False
+        ctx = ssl.create_default_context(cafile=connection.ca_path, cadata=connection.ca_pem)
+        if connection.cert_path and connection.key_path:
+            ctx.load_cert_chain(connection.cert_path, connection.key_path)
+        return ctx
+
+    @property
+    def writes(self) -> int:
+        return sum(n for verb, n in self.requests.items() if verb in WRITE_VERBS)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> httpx.Response:
+        self.requests[method] += 1
+        content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Content-Type": content_type} if content is not None else None
+        response = await self._client.request(method, path, params=params, content=content, headers=headers)
+        if method in WRITE_VERBS:
+            log.info("api write", extra={"verb": method, "path": path, "status": response.status_code})
+        return response
+
+    @staticmethod
+    def _raise(response: httpx.Response) -> None:
+        if response.is_success:
+            return
+        message = response.reason_phrase
+        with contextlib.suppress(ValueError, AttributeError):
+            message = response.json().get("message") or message
+        raise ApiError(response.status_code, message)
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        response = await self._request("GET", path)
+        if response.status_code == 404:
+            return None
+        self._raise(response)
+        return response.json()
+
+    async def list(self, path: str, *, label_selector: str | None = None) -> list[dict[str, Any]]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        response = await self._request("GET", path, params=params)
+        self._raise(response)
+        return list(response.json().get("items") or [])
+
+    async def apply(self, path: str, manifest: Mapping[str, Any], *, field_manager: str) -> dict[str, Any]:
+        """Server-side apply (JSON is YAML), taking ownership of conflicting fields."""
+        response = await self._request(
+            "PATCH",
+            path,
+            params={"fieldManager": field_manager, "force": "true"},
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+        )
+        self._raise(response)
+        return response.json()
+
+    async def create(self, path: str, manifest: Mapping[str, Any], *, field_manager: str) -> bool:
+        """Create; False when it already exists."""
+        response = await self._request("POST", path, params={"fieldManager": field_manager}, body=manifest)
+        if response.status_code == 409:
+            return False
+        self._raise(response)
+        return True
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any], *, field_manager: str) -> dict[str, Any]:
+        response = await self._request(
+            "PATCH",
+            path,
+            params={"fieldManager": field_manager},
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        self._raise(response)
+        return response.json()
+
+    async def delete(self, path: str) -> bool:
+        """Delete; False when it was already gone."""
+        response = await self._request("DELETE", path)
+        if response.status_code == 404:
+            return False
+        self._raise(response)
+        return True
