@@ -1,0 +1,175 @@
+"""`python -m agent_runtime.launcher`, the image CMD: RUNNER_MODE picks the component.
+
+Logging is installed first, before the tenant's AGENT_ENTRYPOINT is imported, so every start-up failure is
+one ERROR record and a non-zero exit, never a raw traceback. SIGTERM stops accepting connections, lets
+in-flight calls finish (bounded by DRAIN_TIMEOUT_S), closes the executors and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from types import FrameType
+
+from agent_runtime.contract import (
+    ENTRYPOINT_ENV,
+    PORTS,
+    RUNNER_MODE_ENV,
+    RunnerMode,
+    tenant_secret_env,
+)
+from agent_runtime.logging_config import install_logging
+
+logger = logging.getLogger("agent_runtime.launcher")
+
+# Below Kubernetes' default 30 s termination grace period, so the drain ends before SIGKILL.
+DRAIN_TIMEOUT_S = 25.0
+# Local runs and tests only: the operator never sets it, pods use the fixed port of their mode.
+PORT_OVERRIDE_ENV = "RUNTIME_PORT"
+
+EXIT_OK = 0
+EXIT_STARTUP_FAILED = 1
+EXIT_BAD_CONFIG = 2
+
+_NOT_BUILT = {
+    RunnerMode.MEMORY: "the Memory server",
+    RunnerMode.OE: "the Orchestration Engine",
+}
+
+
+class LaunchError(ValueError):
+    """The environment does not describe a component this image can start; the message says the fix."""
+
+
+def select_mode(env: Mapping[str, str]) -> RunnerMode:
+    """RUNNER_MODE, required; a mode that is not built yet is refused rather than faked."""
+    choices = ", ".join(mode.value for mode in RunnerMode)
+    raw = env.get(RUNNER_MODE_ENV, "").strip()
+    if not raw:
+        raise LaunchError(f"{RUNNER_MODE_ENV} is not set; set it to one of: {choices}")
+    try:
+        mode = RunnerMode(raw.lower())
+    except ValueError:
+        raise LaunchError(f"{RUNNER_MODE_ENV}={raw!r} is not a runner mode; use one of: {choices}") from None
+    if mode in _NOT_BUILT:
+        raise LaunchError(
+            f"{RUNNER_MODE_ENV}={mode.value}: {_NOT_BUILT[mode]} is not built into this runtime image yet; "
+            "this image can run aer or tool"
+        )
+    return mode
+
+
+def select_port(mode: RunnerMode, env: Mapping[str, str]) -> int:
+    """The mode's fixed port, unless RUNTIME_PORT overrides it for a local run."""
+    raw = env.get(PORT_OVERRIDE_ENV, "").strip()
+    if not raw:
+        return PORTS[mode]
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise LaunchError(f"{PORT_OVERRIDE_ENV}={raw!r} is not a TCP port; use 1-65535 or unset it")
+    return int(raw)
+
+
+def build_component(mode: RunnerMode, env: Mapping[str, str]) -> object:
+    """Load the token, the tenant App and the bundle, and build the mode's ASGI app."""
+    # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
+    from agent_runtime.connectors import resolve_runtime_bundle
+    from agent_runtime.sdk import App, load_app
+    from agent_runtime.servers.aer import build_aer_app
+    from agent_runtime.servers.auth import load_runtime_token
+    from agent_runtime.servers.tool import build_tool_app
+
+    token = load_runtime_token(env)
+    spec = env.get(ENTRYPOINT_ENV, "").strip()
+    tenant: App | None = None
+    if spec:
+        tenant = load_app(spec)
+        logger.info("loaded %s=%s: %d tool(s)", ENTRYPOINT_ENV, spec, len(tenant.tools))
+    bundle = resolve_runtime_bundle(env=env)
+    logger.info(
+        "connector bundle resolved: %d connector(s), digest=%s", len(bundle.connectors), bundle.digest
+    )
+    if mode is RunnerMode.TOOL:
+        return build_tool_app(
+            connectors=bundle.connectors,
+            tenant_tools=list(tenant.tools.values()) if tenant else [],
+            secret_env=tenant_secret_env(env),
+            token=token,
+        )
+    if tenant is None:
+        raise LaunchError(
+            f"{RUNNER_MODE_ENV}=aer needs {ENTRYPOINT_ENV}=package.module:app naming the tenant's App"
+        )
+    if tenant.entrypoint_function is None:
+        raise LaunchError(
+            f"{ENTRYPOINT_ENV}={spec}: the App has no @app.entrypoint; decorate the agent's main function"
+        )
+    return build_aer_app(connectors=bundle.connectors, app=tenant, token=token)
+
+
+def _ignore_signal(signum: int, frame: FrameType | None) -> None:
+    """uvicorn re-raises the signal it drained on; after a clean drain that must not kill the process."""
+
+
+def serve(app: object, *, host: str, port: int) -> bool:
+    """Run uvicorn on a socket we bound ourselves (dual stack when asked); True when it started."""
+    import uvicorn
+
+    from agent_runtime.listen import bind_listener
+
+    sock = bind_listener(host, port)
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        log_config=None,  # keep our handler; uvicorn's loggers propagate to it
+        access_log=False,  # a line per call would cost more than the call itself
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=int(DRAIN_TIMEOUT_S),
+    )
+    server = uvicorn.Server(config)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _ignore_signal)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return bool(server.started)
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    """Start the component RUNNER_MODE names; return the process exit code."""
+    env = os.environ if env is None else env
+    install_logging(env)
+    try:
+        mode = select_mode(env)
+        port = select_port(mode, env)
+    except LaunchError as exc:
+        logger.error("%s", exc)
+        return EXIT_BAD_CONFIG
+    try:
+        app = build_component(mode, env)
+    except Exception as exc:
+        logger.error("%s start-up failed: %s", mode.value, exc, exc_info=exc)
+        return EXIT_STARTUP_FAILED
+
+    from agent_runtime.listen import resolve_listen_host
+
+    host = resolve_listen_host(env)
+    logger.info("listener bind resolved: host=%s", host)
+    logger.info("starting %s on port %d", mode.value, port)
+    try:
+        started = serve(app, host=host, port=port)
+    except Exception as exc:
+        logger.error("%s server failed: %s", mode.value, exc, exc_info=exc)
+        return EXIT_STARTUP_FAILED
+    if not started:
+        logger.error("%s server did not start; see the records above", mode.value)
+        return EXIT_STARTUP_FAILED
+    logger.info("%s stopped", mode.value)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Executing one tool call in the Tool Pod: the wire models and the logic, free of HTTP.
+
+A call names a bundle connector's tool (run by that connector's executor against the provider) or a
+tenant tool with `is_local=False` (run in-process). Failures come back as a category and an explanation
+that is safe to show: no secret value and no raw provider body ever leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_runtime.connectors import (
+    ConnectorExecutor,
+    ToolArgumentError,
+    ToolDefinitions,
+    UnknownToolError,
+    classify_tool_api_error,
+)
+from agent_runtime.redaction import redact
+from agent_runtime.sdk import ToolDefinitionError, ToolSpec
+from agent_runtime.servers.metrics import ToolMetrics
+from agent_runtime.servers.tool_surface import check_unique_tool_names
+
+logger = logging.getLogger(__name__)
+
+# Categories the Tool Pod adds to the connector core's (auth, forbidden, not_found, rate_limited,
+# timeout, connection, client_error, server_error).
+UNKNOWN_TOOL = "unknown_tool"
+INVALID_ARGUMENTS = "invalid_arguments"
+TOOL_ERROR = "tool_error"
+TIMEOUT = "timeout"
+INTERNAL = "internal"
+
+
+class ExecuteRequest(BaseModel):
+    """`POST /execute` body. Unknown fields are ignored: the OE may be a newer version than this image."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tool: str = Field(min_length=1, max_length=256)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    execution_id: str | None = Field(default=None, max_length=256)
+    step: int | None = Field(default=None, ge=0)
+
+
+class ToolCallError(BaseModel):
+    """A classified failure: safe to show to the agent, the OE and its audit log."""
+
+    category: str
+    explanation: str
+    status_code: int | None = None
+
+
+class ExecuteResponse(BaseModel):
+    """`POST /execute` answer; `result` is the provider response or the tenant tool's return value."""
+
+    status: Literal["success", "error"]
+    result: Any = None
+    error: ToolCallError | None = None
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class _ConnectorTool:
+    executor: ConnectorExecutor
+    connector: str
+
+
+def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
+    """Pydantic errors as {field, problem}, without the offending input (it may be a secret)."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in error["loc"]) or "(body)"
+        problems.append({"field": field, "problem": error["msg"]})
+    return problems
+
+
+def check_required_secrets(tenant_tools: Sequence[ToolSpec], secret_env: Mapping[str, str]) -> None:
+    """Refuse to start when a Tool Pod tool's `required_secrets` are not all in the tenant environment."""
+    for spec in tenant_tools:
+        missing = [name for name in spec.required_secrets if not secret_env.get(name)]
+        if missing:
+            raise ToolDefinitionError(
+                f"tool {spec.name!r} requires the secret env {', '.join(missing)}, which is not set in the "
+                "Tool Pod; add it to the Agent's tool secrets (or drop it from required_secrets)"
+            )
+
+
+class ToolCallService:
+    """Routes each call to its connector executor or tenant tool; one executor per connector for life."""
+
+    def __init__(
+        self,
+        *,
+        connectors: Sequence[ToolDefinitions],
+        tenant_tools: Sequence[ToolSpec],
+        secret_env: Mapping[str, str],
+        metrics: ToolMetrics,
+    ) -> None:
+        remote = [spec for spec in tenant_tools if not spec.is_local]
+        check_unique_tool_names(connectors=connectors, tenant_tools=remote)
+        check_required_secrets(remote, secret_env)
+        self._secret_env = dict(secret_env)
+        self._secret_values = tuple(v for v in self._secret_env.values() if v)
+        self._metrics = metrics
+        self._executors = [ConnectorExecutor(defs) for defs in connectors]
+        self._routes: dict[str, _ConnectorTool | ToolSpec] = {}
+        for defs, executor in zip(connectors, self._executors, strict=True):
+            for tool in defs.tools:
+                self._routes[tool.name] = _ConnectorTool(executor=executor, connector=defs.name)
+        for spec in remote:
+            self._routes[spec.name] = spec
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(self._routes)
+
+    async def aclose(self) -> None:
+        """Close every executor's connection pool."""
+        for executor in self._executors:
+            await executor.aclose()
+
+    async def execute(self, call: ExecuteRequest) -> ExecuteResponse:
+        """Run one call; never raises for a tool failure, only reports it."""
+        started = time.perf_counter()
+        self._metrics.call_started()
+        error: ToolCallError | None = None
+        result: Any = None
+        try:
+            result = await self._run(call)
+        except Exception as exc:
+            error = self._classify(call, exc)
+        duration_s = time.perf_counter() - started
+        self._metrics.call_finished(
+            tool=call.tool, error_category=error.category if error else None, duration_s=duration_s
+        )
+        if error is not None:
+            logger.warning("tool %s failed: %s", call.tool, error.category)
+            return ExecuteResponse(status="error", error=error, duration_ms=duration_s * 1000)
+        return ExecuteResponse(status="success", result=result, duration_ms=duration_s * 1000)
+
+    async def _run(self, call: ExecuteRequest) -> Any:
+        target = self._routes.get(call.tool)
+        if target is None:
+            raise UnknownToolError(call.tool)
+        if isinstance(target, _ConnectorTool):
+            response = await target.executor.aexecute(call.tool, call.arguments, env=self._secret_env)
+            return response.model_dump(mode="json")
+        async with asyncio.timeout(target.timeout_s):
+            return await target.ainvoke(call.arguments)
+
+    def _classify(self, call: ExecuteRequest, exc: Exception) -> ToolCallError:
+        """Map an exception to a category and a safe explanation (the only thing that leaves the pod)."""
+        if isinstance(exc, UnknownToolError):
+            return ToolCallError(
+                category=UNKNOWN_TOOL,
+                explanation=f"this Tool Pod has no tool named {call.tool!r}; GET /tools lists its tools",
+            )
+        if isinstance(exc, ToolArgumentError):
+            return ToolCallError(
+                category=INVALID_ARGUMENTS, explanation=redact(str(exc), self._secret_values)
+            )
+        if isinstance(exc, ValidationError):
+            problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc))
+            return ToolCallError(
+                category=INVALID_ARGUMENTS,
+                explanation=f"tool {call.tool!r} arguments are invalid: {problems}",
+            )
+        if isinstance(exc, (httpx.HTTPStatusError, httpx.TimeoutException, httpx.TransportError)):
+            classified = classify_tool_api_error(exc, secrets=self._secret_values)
+            return ToolCallError(
+                category=classified.category,
+                explanation=classified.explanation,
+                status_code=classified.status_code,
+            )
+        target = self._routes.get(call.tool)
+        if isinstance(exc, TimeoutError) and isinstance(target, ToolSpec):
+            return ToolCallError(
+                category=TIMEOUT,
+                explanation=f"tool {call.tool!r} did not finish within its timeout_s={target.timeout_s:g}",
+            )
+        category = TOOL_ERROR if isinstance(target, ToolSpec) else INTERNAL
+        # The message may quote anything (a provider body, a credential): only the type leaves the pod;
+        # the log keeps the traceback with known secret values removed.
+        logger.error(
+            "tool %s raised %s:\n%s",
+            call.tool,
+            type(exc).__name__,
+            redact("".join(traceback.format_exception(exc)).rstrip(), self._secret_values),
+        )
+        return ToolCallError(
+            category=category,
+            explanation=f"tool {call.tool!r} failed with {type(exc).__name__}; see the Tool Pod log",
+        )

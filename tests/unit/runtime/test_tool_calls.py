@@ -1,0 +1,98 @@
+import asyncio
+import logging
+
+import pytest
+
+from agent_runtime.sdk import App, ToolDefinitionError
+from agent_runtime.servers.metrics import ToolMetrics
+from agent_runtime.servers.tool_calls import ExecuteRequest, ExecuteResponse, ToolCallService
+from agent_runtime.servers.tool_surface import DuplicateToolError, tool_surface
+
+SECRET = "tenant-secret-value-123"
+
+
+def _app() -> App:
+    app = App()
+
+    @app.tool
+    def double(n: int) -> int:
+        """Double a number."""
+        return n * 2
+
+    @app.tool(timeout_s=0.05)
+    async def sleepy() -> str:
+        """Sleep too long."""
+        await asyncio.sleep(5)
+        return "late"
+
+    @app.tool(required_secrets=["TENANT_KEY"])
+    def explode() -> None:
+        """Fail, quoting the secret."""
+        raise RuntimeError(f"provider said no to key {SECRET}")
+
+    @app.tool(is_local=True)
+    def local_only() -> str:
+        """Runs in the AER."""
+        return "local"
+
+    return app
+
+
+def _service(app: App) -> ToolCallService:
+    metrics = ToolMetrics(component="tool", known_tools=frozenset(app.tools))
+    return ToolCallService(
+        connectors=[],
+        tenant_tools=list(app.tools.values()),
+        secret_env={"TENANT_KEY": SECRET},
+        metrics=metrics,
+    )
+
+
+def _execute(service: ToolCallService, tool: str, arguments: dict[str, object]) -> ExecuteResponse:
+    return asyncio.run(
+        service.execute(ExecuteRequest(tool=tool, arguments=arguments, execution_id="e", step=1))
+    )
+
+
+def test_success_and_classified_failures(caplog: pytest.LogCaptureFixture) -> None:
+    service = _service(_app())
+    ok = _execute(service, "double", {"n": 21})
+    assert (ok.status, ok.result, ok.error) == ("success", 42, None)
+    assert _execute(service, "double", {"n": "x"}).error.category == "invalid_arguments"  # type: ignore[union-attr]
+    assert _execute(service, "local_only", {}).error.category == "unknown_tool"  # type: ignore[union-attr]
+    timeout = _execute(service, "sleepy", {}).error
+    assert timeout is not None and (timeout.category, "timeout_s=0.05" in timeout.explanation) == (
+        "timeout",
+        True,
+    )
+    with caplog.at_level(logging.ERROR):
+        failed = _execute(service, "explode", {})
+    assert failed.error is not None and failed.error.category == "tool_error"
+    assert failed.error.explanation == "tool 'explode' failed with RuntimeError; see the Tool Pod log"
+    assert SECRET not in caplog.text and "provider said no to key [REDACTED]" in caplog.text
+
+
+def test_missing_required_secret_refuses_to_start() -> None:
+    app = _app()
+    with pytest.raises(ToolDefinitionError, match="requires the secret env TENANT_KEY"):
+        ToolCallService(
+            connectors=[],
+            tenant_tools=list(app.tools.values()),
+            secret_env={},
+            metrics=ToolMetrics(component="tool"),
+        )
+
+
+def test_surface_lists_tenant_tools_and_refuses_duplicates() -> None:
+    app = _app()
+    surface = tool_surface(connectors=[], tenant_tools=list(app.tools.values()))
+    assert [entry["name"] for entry in surface] == ["double", "sleepy", "explode", "local_only"]
+    other = App()
+
+    @other.tool(name="double")
+    def twice(n: int) -> int:
+        """Also double."""
+        return n + n
+
+    with pytest.raises(DuplicateToolError, match="'double' is defined by both"):
+        tool_surface(connectors=[], tenant_tools=[*app.tools.values(), *other.tools.values()])
