@@ -140,6 +140,11 @@ class ConnectorExecutor:
         if client is not None:
             client.close()
 
+    @property
+    def in_flight(self) -> int:
+        """Calls currently running."""
+        return self._inflight
+
     def _enter(self) -> None:
         with self._lock:
             if self._closed:

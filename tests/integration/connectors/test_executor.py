@@ -1,0 +1,253 @@
+"""ConnectorExecutor against the real loopback echo provider (no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agent_runtime.connectors import ConnectorExecutor, ToolArgumentError, classify_tool_api_error
+from tests.conftest import free_port
+from tests.integration.connectors.provider_connector import provider_connector
+from tests.providers.echo_provider import RunningProvider, running_echo_provider
+
+SECRET = "sk_live_abcdef123456"
+ENV = {"ECHO_TOKEN": SECRET}
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[RunningProvider]:
+    with running_echo_provider() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def other_origin() -> Iterator[RunningProvider]:
+    with running_echo_provider() as running:
+        yield running
+
+
+@pytest.fixture
+def executor(provider: RunningProvider) -> Iterator[ConnectorExecutor]:
+    with ConnectorExecutor(provider_connector(provider.url)) as running:
+        yield running
+
+
+def _hits(provider: RunningProvider, key: str) -> int:
+    return httpx.get(f"{provider.url}/hits/{key}").json()["hits"]
+
+
+def test_path_query_header_and_credential_reach_the_provider(executor: ConnectorExecutor) -> None:
+    response = executor.execute(
+        "echo_getItem",
+        {"itemId": "a b/c", "filter": {"state": "open"}, "tags": ["x", "y"], "X-Trace": "t1", "ignored": 1},
+        env=ENV,
+    )
+    echo = response.body
+    assert response.status_code == 200 and response.truncated is False
+    assert response.content_type == "application/json"
+    assert echo["raw_path"] == "/echo/items/a%20b%2Fc"
+    assert echo["query_pairs"] == [["filter[state]", "open"], ["tags", "x"], ["tags", "y"]]
+    assert echo["headers"]["x-trace"] == "t1"
+    assert echo["headers"]["authorization"] == f"Bearer {SECRET}"
+
+
+def test_json_bodies_mapped_and_wrapped(executor: ConnectorExecutor) -> None:
+    created = executor.execute("echo_createItem", {"title": "t", "extra": {"k": [1, None]}}, env=ENV).body
+    assert created["json"] == {"title": "t", "extra": {"k": [1, None]}}
+    documents = [{"anything": {"nested": True}}, {"b": 2}]
+    put = executor.execute("echo_putDocument", {"body": documents}, env=ENV).body
+    assert put["method"] == "PUT" and put["json"] == documents
+
+
+def test_missing_required_argument_sends_nothing(
+    executor: ConnectorExecutor, provider: RunningProvider
+) -> None:
+    with pytest.raises(ToolArgumentError, match="key"):
+        executor.execute("echo_flakyGet", {"fail": "0"}, env=ENV)
+    with pytest.raises(ToolArgumentError, match="title"):
+        executor.execute("echo_createItem", {}, env=ENV)
+
+
+def test_same_origin_redirects_are_followed(executor: ConnectorExecutor) -> None:
+    response = executor.execute("echo_redirectGet", {"to": "/echo/landed?x=1", "status": "302"}, env=ENV)
+    assert response.body["path"] == "/echo/landed"
+    assert response.body["headers"]["authorization"] == f"Bearer {SECRET}"
+    see_other = executor.execute("echo_redirectPost", {"to": "/echo/after", "status": "303"}, env=ENV)
+    assert see_other.body["method"] == "GET"
+
+
+def test_cross_origin_redirects_are_refused(
+    executor: ConnectorExecutor, other_origin: RunningProvider
+) -> None:
+    target = f"{other_origin.url}/flaky/cross?fail=0"
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        executor.execute("echo_redirectGet", {"to": target, "status": "302"}, env=ENV)
+    assert caught.value.response.status_code == 302
+    assert "location" not in caught.value.response.headers
+    assert "other" not in str(caught.value) and str(other_origin.port) not in str(caught.value)
+    assert _hits(other_origin, "cross") == 0
+    assert classify_tool_api_error(caught.value).category == "client_error"
+
+
+def test_a_path_credential_connector_rejects_every_redirect(provider: RunningProvider) -> None:
+    connector = provider_connector(provider.url, auth={"type": "path", "env": "ECHO_TOKEN", "name": "key"})
+    with ConnectorExecutor(connector) as executor, pytest.raises(httpx.HTTPStatusError) as caught:
+        executor.execute("echo_redirectGet", {"to": "/echo/same-origin"}, env=ENV)
+    assert caught.value.response.status_code == 302
+    with ConnectorExecutor(connector) as executor:
+        echoed = executor.execute("echo_flakyGet", {"fail": "0"}, env=ENV).body
+    assert echoed["path"] == f"/flaky/{SECRET}"
+    assert (
+        "key" not in connector.tools[0].input_schema["properties"]
+        or connector.tools[0].name != "echo_flakyGet"
+    )
+
+
+def test_get_retries_429_and_503_honouring_retry_after(
+    executor: ConnectorExecutor, provider: RunningProvider
+) -> None:
+    response = executor.execute(
+        "echo_flakyGet", {"key": "r429", "fail": "1", "status": "429", "retry_after": "1"}, env=ENV
+    )
+    assert response.status_code == 200 and _hits(provider, "r429") == 2
+    response = executor.execute(
+        "echo_flakyGet", {"key": "r503", "fail": "3", "status": "503", "retry_after": "0"}, env=ENV
+    )
+    assert response.body["hits"] == 4
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        executor.execute(
+            "echo_flakyGet", {"key": "r-many", "fail": "9", "status": "503", "retry_after": "0"}, env=ENV
+        )
+    assert caught.value.response.status_code == 503 and _hits(provider, "r-many") == 4
+
+
+def test_post_and_other_statuses_are_not_retried(
+    executor: ConnectorExecutor, provider: RunningProvider
+) -> None:
+    with pytest.raises(httpx.HTTPStatusError):
+        executor.execute("echo_flakyPost", {"key": "post", "fail": "1", "status": "503"}, env=ENV)
+    assert _hits(provider, "post") == 1
+    with pytest.raises(httpx.HTTPStatusError):
+        executor.execute("echo_flakyGet", {"key": "s500", "fail": "1", "status": "500"}, env=ENV)
+    assert _hits(provider, "s500") == 1
+
+
+def test_a_retry_wait_beyond_the_budget_fails_now(provider: RunningProvider) -> None:
+    with (
+        ConnectorExecutor(provider_connector(provider.url), budget_s=2) as executor,
+        pytest.raises(httpx.HTTPStatusError) as caught,
+    ):
+        executor.execute(
+            "echo_flakyGet", {"key": "long", "fail": "1", "status": "429", "retry_after": "25"}, env=ENV
+        )
+    assert caught.value.response.headers["retry-after"] == "25"
+    assert classify_tool_api_error(caught.value).category == "rate_limited"
+    assert _hits(provider, "long") == 1
+
+
+def test_responses_are_capped_and_marked_truncated(executor: ConnectorExecutor) -> None:
+    text = executor.execute("echo_big", {"size": "300000"}, env=ENV)
+    assert text.truncated is True and len(text.body) == 200_000
+    small = executor.execute("echo_big", {"size": "200000"}, env=ENV)
+    assert small.truncated is False and len(small.body) == 200_000
+    as_json = executor.execute("echo_big", {"size": "300000", "type": "json"}, env=ENV)
+    assert as_json.truncated is True and isinstance(as_json.body, str)
+    endless = executor.execute("echo_endless", {}, env=ENV)
+    assert endless.truncated is True and len(endless.body) == 200_000
+
+
+def test_one_budget_covers_slow_bodies_and_stalls(provider: RunningProvider) -> None:
+    with ConnectorExecutor(provider_connector(provider.url), budget_s=1.0) as executor:
+        with pytest.raises(httpx.TimeoutException):
+            executor.execute("echo_slow", {"delay": "0.3", "chunks": "10"}, env=ENV)
+        with pytest.raises(httpx.TimeoutException) as caught:
+            executor.execute("echo_stall", {"delay": "3"}, env=ENV)
+    assert classify_tool_api_error(caught.value).category == "timeout"
+    assert "authorization" not in caught.value.request.headers
+
+
+def test_error_bodies_keep_4kb_without_the_credential(executor: ConnectorExecutor) -> None:
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        executor.execute("echo_leak", {"code": 401}, env=ENV)
+    error = caught.value
+    assert error.response.status_code == 401
+    assert SECRET not in error.response.text and "[REDACTED]" in error.response.text
+    assert SECRET not in str(error) and SECRET not in repr(error.request.headers)
+    assert "authorization" not in error.request.headers
+    assert error.__context__ is None and error.__cause__ is None
+    assert error.request.url.path == "/leak/{code}" and error.request.url.query == b""
+    verdict = classify_tool_api_error(error, secrets=[SECRET])
+    assert verdict.category == "auth" and SECRET not in verdict.explanation
+    assert "provider.invalid" not in verdict.explanation
+    with pytest.raises(httpx.HTTPStatusError) as big:
+        executor.execute("echo_status", {"code": 500, "body": "e" * 10_000}, env=ENV)
+    assert len(big.value.response.content) == 4096
+
+
+def test_query_credentials_never_leave_in_errors(provider: RunningProvider) -> None:
+    connector = provider_connector(
+        provider.url, auth={"type": "api_key", "env": "ECHO_TOKEN", "in": "query", "name": "key"}
+    )
+    with ConnectorExecutor(connector) as executor, pytest.raises(httpx.HTTPStatusError) as caught:
+        executor.execute("echo_leak", {"code": 403}, env=ENV)
+    assert SECRET not in caught.value.response.text
+    assert caught.value.request.url.query == b""
+
+
+def test_transport_failures_raise_httpx_errors_without_credentials() -> None:
+    connector = provider_connector(f"http://127.0.0.1:{free_port()}")
+    with ConnectorExecutor(connector) as executor, pytest.raises(httpx.ConnectError) as caught:
+        executor.execute("echo_getItem", {"itemId": "1"}, env=ENV)
+    assert caught.value.__context__ is None
+    assert "authorization" not in caught.value.request.headers
+    assert classify_tool_api_error(caught.value).category == "connection"
+
+
+def test_concurrent_calls_then_close_waits_and_refuses_new_calls(provider: RunningProvider) -> None:
+    executor = ConnectorExecutor(provider_connector(provider.url))
+    results: list[int] = []
+    started = threading.Barrier(9)
+
+    def call() -> None:
+        started.wait()
+        results.append(executor.execute("echo_slow", {"delay": "0.05", "chunks": "4"}, env=ENV).status_code)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    deadline = time.monotonic() + 10
+    while executor.in_flight < 8 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    executor.close()
+    for thread in threads:
+        thread.join()
+    assert results == [200] * 8
+    with pytest.raises(RuntimeError, match="closed"):
+        executor.execute("echo_endless", {}, env=ENV)
+
+
+def test_async_execution_shares_the_request_building(provider: RunningProvider) -> None:
+    async def scenario() -> list[object]:
+        async with ConnectorExecutor(provider_connector(provider.url)) as executor:
+            echoed, retried = await asyncio.gather(
+                executor.aexecute("echo_getItem", {"itemId": "7", "tags": ["a"]}, env=ENV),
+                executor.aexecute(
+                    "echo_flakyGet", {"key": "async", "fail": "1", "retry_after": "0"}, env=ENV
+                ),
+            )
+            try:
+                await executor.aexecute("echo_leak", {"code": 404}, env=ENV)
+            except httpx.HTTPStatusError as exc:
+                failure: object = exc
+            return [echoed, retried, failure]
+
+    echoed, retried, failure = asyncio.run(scenario())
+    assert echoed.body["raw_path"] == "/echo/items/7"  # type: ignore[attr-defined]
+    assert retried.body["hits"] == 2  # type: ignore[attr-defined]
+    assert isinstance(failure, httpx.HTTPStatusError) and SECRET not in failure.response.text
