@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt clean venv unit integration bench sync-crds cluster-bins cluster-up cluster-down
+.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down
 
 venv: $(STAMP)
 
@@ -48,6 +48,14 @@ cluster-down: venv
 
 bench: venv
 	$(PY) -m tests.benchmarks
+
+# The kind tier (tests/e2e): needs Docker. kind is built with go; kubectl and helm come with cluster-bins.
+KIND_VERSION ?= v0.33.0
+KIND_DIR := $(HOME)/.cache/agent-engine/kind-$(KIND_VERSION)
+e2e-kind: venv cluster-bins
+	@test -x $(KIND_DIR)/kind || GOTOOLCHAIN=local GOBIN=$(KIND_DIR) go install sigs.k8s.io/kind@$(KIND_VERSION)
+	KIND_BIN=$(KIND_DIR)/kind KUBECTL_BIN_DIR=$$(PYTHON=$(abspath $(PY)) bash tests/cluster/build_bins.sh | tail -n 1) \
+		$(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS)
 
 # The chart ships crds/ as they are; tests/unit/test_chart_files.py fails when they drift.
 sync-crds:
