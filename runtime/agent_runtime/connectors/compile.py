@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_runtime.connectors.definitions import (
     AuthSpec,
     BodySpec,
@@ -20,7 +22,6 @@ from agent_runtime.connectors.definitions import (
     ToolSpec,
 )
 from agent_runtime.connectors.documents import (
-    check_json_value,
     parse_document_text,
     read_document_file,
 )
@@ -276,24 +277,25 @@ def _compile_operation(
         translator, operation.get("requestBody"), where=where, properties=properties, required=required
     )
     input_schema = {"type": "object", "properties": properties, "required": required}
-    try:
-        check_json_value(input_schema, where=f"{where} inputSchema")
-    except ConnectorError as exc:
-        raise _Skip(str(exc)) from None
     summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
     details = operation.get("description") if isinstance(operation.get("description"), str) else ""
     text = "\n\n".join(part.strip() for part in (summary, details) if part and part.strip())
     op_id = operation.get("operationId")
-    return ToolSpec(
-        name="",
-        operation_id=str(op_id) if op_id not in (None, "") else None,
-        method=method.upper(),
-        path=path,
-        description=trim_text(text) if text else f"{method.upper()} {path}",
-        params=params,
-        body=body,
-        inputSchema=input_schema,
-    )
+    try:
+        return ToolSpec(
+            name="",
+            operation_id=str(op_id) if op_id not in (None, "") else None,
+            method=method.upper(),
+            path=path,
+            description=trim_text(text) if text else f"{method.upper()} {path}",
+            params=params,
+            body=body,
+            inputSchema=input_schema,
+        )
+    except ValidationError as exc:  # the strict-JSON check on inputSchema names the offending path
+        error = exc.errors()[0]
+        cause = error.get("ctx", {}).get("error")
+        raise _Skip(f"{where} {cause if cause is not None else error['msg']}") from None
 
 
 def _deref(translator: SchemaTranslator, obj: Any, *, where: str) -> Any:

@@ -96,6 +96,8 @@ def _build_from_events(parser: Any) -> Any:
     in_map = False
     root: Any = None
     documents = 0
+    words = _WORDS
+    numeric_start = _MAYBE_NUMBER_OR_DATE
 
     def place(value: Any) -> None:
         nonlocal key, root
@@ -114,7 +116,19 @@ def _build_from_events(parser: Any) -> Any:
         event = get_event()
         kind = type(event)
         if kind is scalar:
-            value = _scalar(event)
+            value = event.value
+            if event.tag is None and event.implicit[0]:  # plain scalar: the common case, resolved inline
+                word = words.get(value, no_key)
+                if word is not no_key:
+                    value = word
+                elif value[:1] in numeric_start:
+                    value = (
+                        int(value)
+                        if value.isdigit() and (value[0] != "0" or value == "0")
+                        else _scalar(event)
+                    )
+            elif event.tag is not None:
+                value = _scalar(event)
             if event.anchor:
                 anchors[event.anchor] = value
             if in_map:
@@ -139,6 +153,8 @@ def _build_from_events(parser: Any) -> Any:
             stack.append((current, key, in_map))
             current, key, in_map = container, no_key, kind is map_start
         elif kind is map_end or kind is seq_end:
+            if in_map and "<<" in current:
+                _merge_keys(current)
             current, key, in_map = stack.pop()
             key = no_key if in_map else key
         elif kind is alias:
@@ -155,6 +171,15 @@ def _build_from_events(parser: Any) -> Any:
                 )
         elif event is None or kind is yaml.StreamEndEvent:
             return root
+
+
+def _merge_keys(mapping: dict[Any, Any]) -> None:
+    """YAML 1.1 merge keys (`<<: *base`): keys already present win."""
+    merged = mapping.pop("<<")
+    for source in merged if isinstance(merged, list) else [merged]:
+        if isinstance(source, dict):
+            for key, value in source.items():
+                mapping.setdefault(key, value)
 
 
 def _scalar(event: Any) -> Any:
