@@ -87,6 +87,7 @@ class ConnectorExecutor:
         self._path_credential = definitions.auth is not None and definitions.auth.type == "path"
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._inflight = 0
@@ -118,12 +119,9 @@ class ConnectorExecutor:
             aclient, self._aclient = self._aclient, None
         if client is not None:
             client.close()
-        if aclient is not None:
-            # An AsyncClient's pool belongs to its event loop; without one running, drop it unclosed.
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return
+        # An AsyncClient's connections belong to its event loop, which can only close them: use aclose()
+        # from async code. Here it is only dropped.
+        del aclient
 
     async def aclose(self) -> None:
         with self._lock:
@@ -171,10 +169,13 @@ class ConnectorExecutor:
         return client
 
     def _async_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
         client = self._aclient
-        if client is None:
+        if client is None or self._aloop is not loop:
             with self._lock:
-                if self._aclient is None:
+                if self._aclient is None or self._aloop is not loop:
+                    # A client is bound to the loop it first ran on; another loop gets its own.
+                    self._aloop = loop
                     self._aclient = httpx.AsyncClient(
                         follow_redirects=False,
                         cookies=_no_cookies(),

@@ -249,3 +249,13 @@ def test_async_execution_shares_the_request_building(provider: RunningProvider) 
     assert echoed.body["raw_path"] == "/echo/items/7"  # type: ignore[attr-defined]
     assert retried.body["hits"] == 2  # type: ignore[attr-defined]
     assert isinstance(failure, httpx.HTTPStatusError) and SECRET not in failure.response.text
+
+
+def test_one_executor_serves_successive_event_loops(provider: RunningProvider) -> None:
+    executor = ConnectorExecutor(provider_connector(provider.url))
+
+    async def once() -> int:
+        return (await executor.aexecute("echo_getItem", {"itemId": "1"}, env=ENV)).status_code
+
+    assert [asyncio.run(once()), asyncio.run(once())] == [200, 200]
+    executor.close()
