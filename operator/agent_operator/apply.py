@@ -154,6 +154,7 @@ class Operator:
             if body is None:
                 return
             agent = Agent.from_body(body)
+            writes_before = self.api.writes
             try:
                 inputs = await self._read_inputs(agent)
                 plan = plan_agent(inputs, settings=self.settings.render)
@@ -170,6 +171,11 @@ class Operator:
                     key, keep=set(plan.bundle.config_map_names), digest=plan.bundle.digest
                 )
             await self._write_status(key)
+            # Concurrent reconciles share the counter: exact only while one Agent reconciles at a time.
+            log.info(
+                "agent reconciled",
+                extra={"agent": key[1], "namespace": key[0], "writes": self.api.writes - writes_before},
+            )
 
     async def _read_inputs(self, agent: Agent) -> AgentInputs:
         ns = agent.meta.namespace
