@@ -25,7 +25,7 @@ from agent_runtime.connectors.documents import (
     parse_document_text,
     read_document_file,
 )
-from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.errors import ConnectorError, ExternalReferenceError
 from agent_runtime.connectors.naming import assign_names, check_connector_name, operation_key
 from agent_runtime.connectors.schema import SchemaTranslator, trim_text
 
@@ -39,10 +39,6 @@ _WRAP_NAMES = ("body", "request_body", "body_")
 
 class _Skip(Exception):
     """Raised inside one operation's compilation: the operation is skipped with this reason."""
-
-
-class ExternalReferenceError(ConnectorError):
-    """A `$ref` that leaves the document: the whole document is refused."""
 
 
 def compile_catalog(document: str | Path | Mapping[str, Any], *, connector_name: str) -> ToolDefinitions:
@@ -235,7 +231,7 @@ def _compile_operation(
         if not isinstance(source, list):
             raise _Skip(f"{where}: parameters must be a list")
         for raw in source:
-            param = _deref(translator, raw, where=f"{where} parameter")
+            param = translator.deref(raw, where=f"{where} parameter")
             if not isinstance(param, Mapping) or "name" not in param or "in" not in param:
                 raise _Skip(f"{where}: a parameter lacks 'name' or 'in'")
             merged[(str(param["name"]), str(param["in"]))] = param
@@ -298,19 +294,6 @@ def _compile_operation(
         raise _Skip(f"{where} {cause if cause is not None else error['msg']}") from None
 
 
-def _deref(translator: SchemaTranslator, obj: Any, *, where: str) -> Any:
-    try:
-        return translator.deref(obj, where=where)
-    except ConnectorError as exc:
-        _raise_external(exc)
-        raise
-
-
-def _raise_external(exc: ConnectorError) -> None:
-    if "points outside this document" in str(exc):
-        raise ExternalReferenceError(str(exc)) from None
-
-
 def _compile_body(
     translator: SchemaTranslator,
     raw_body: Any,
@@ -321,7 +304,7 @@ def _compile_body(
 ) -> BodySpec | None:
     if raw_body is None:
         return None
-    body = _deref(translator, raw_body, where=f"{where} requestBody")
+    body = translator.deref(raw_body, where=f"{where} requestBody")
     content = body.get("content") if isinstance(body, Mapping) else None
     if not isinstance(content, Mapping) or not content:
         return None
@@ -333,12 +316,8 @@ def _compile_body(
         raise _Skip(
             f"{where}: request body media type {kinds} is not supported (only JSON and form-urlencoded)"
         )
-    media = _deref(translator, content[media_type], where=f"{where} requestBody") or {}
-    try:
-        schema = translator.translate(media.get("schema", {}), where=f"{where} requestBody")
-    except ConnectorError as exc:
-        _raise_external(exc)
-        raise
+    media = translator.deref(content[media_type], where=f"{where} requestBody") or {}
+    schema = translator.translate(media.get("schema", {}), where=f"{where} requestBody")
     body_required = bool(body.get("required", False))
     wire_type = JSON_MEDIA if media_type != FORM_MEDIA else FORM_MEDIA
     body_props = schema.get("properties")

@@ -7,6 +7,10 @@ class ConnectorError(ValueError):
     """A document, catalog, tool.yaml, bundle or agent.yaml that cannot be used as given."""
 
 
+class ExternalReferenceError(ConnectorError):
+    """A `$ref` that leaves the document: the whole document is refused, nothing is fetched."""
+
+
 class ToolArgumentError(ValueError):
     """A tool call whose arguments cannot form a request (raised before anything is sent)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.errors import ConnectorError, ExternalReferenceError
 
 DESCRIPTION_LIMIT = 1024
 _MAX_DEPTH = 12  # deeper nesting than this is collapsed: it bounds output size on recursive documents
@@ -55,7 +55,7 @@ class SchemaTranslator:
     def resolve_ref(self, ref: Any, *, where: str) -> tuple[str, Any]:
         """The target of a local `$ref`; external references are refused."""
         if not isinstance(ref, str) or not ref.startswith("#/"):
-            raise ConnectorError(
+            raise ExternalReferenceError(
                 f"{where}: $ref {str(ref)[:100]!r} points outside this document; only local references "
                 "('#/components/...') are supported. "
                 "Inline or bundle the referenced schema into the document."

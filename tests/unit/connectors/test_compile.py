@@ -103,6 +103,17 @@ def test_external_refs_are_refused() -> None:
         compile_catalog(document, connector_name="jiradc")
 
 
+def test_external_refs_in_parameters_refuse_the_document_too() -> None:
+    document = jira_document()
+    params = document["paths"]["/issue/{issueIdOrKey}/comment"]["get"]["parameters"]
+    params[0]["schema"] = {"$ref": "other.yaml#/components/schemas/X"}
+    with pytest.raises(ConnectorError, match="only local references"):
+        compile_catalog(document, connector_name="jiradc")
+    params[0] = {"$ref": "https://evil.invalid/param.json"}
+    with pytest.raises(ConnectorError, match="points outside"):
+        compile_catalog(document, connector_name="jiradc")
+
+
 def test_urls_are_refused_where_a_file_is_expected() -> None:
     with pytest.raises(ConnectorError, match="reads local files only"):
         compile_catalog("https://example.invalid/openapi.yaml", connector_name="x")
