@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,8 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent_runtime.connectors.documents import check_json_value, parse_document_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.naming import check_connector_name
 
 FORMAT_VERSION = 1
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ParamLocation = Literal["path", "query", "header", "cookie"]
 AuthType = Literal["bearer", "basic", "api_key", "path"]
 
@@ -36,6 +39,16 @@ class AuthSpec(_Model):
     scheme_name: str | None = None  # the securitySchemes entry it came from
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    @field_validator("env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(
+                "must name an environment variable (letters, digits, underscore), e.g. JIRA_TOKEN; "
+                "a secret value never belongs here"
+            )
+        return value
 
 
 class ParamSpec(_Model):
@@ -109,6 +122,12 @@ class ToolDefinitions(_Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     skipped: list[SkippedOperation] = Field(default_factory=list)
     provenance: Provenance = Field(default_factory=Provenance)
+
+    @field_validator("name")
+    @classmethod
+    def _connector_name(cls, value: str) -> str:
+        check_connector_name(value)  # it becomes a bundle file name: no path separators, no dots
+        return value
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
