@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import threading
 import time
 from collections.abc import Iterator
@@ -122,6 +123,16 @@ def test_get_retries_429_and_503_honouring_retry_after(
             "echo_flakyGet", {"key": "r-many", "fail": "9", "status": "503", "retry_after": "0"}, env=ENV
         )
     assert caught.value.response.status_code == 503 and _hits(provider, "r-many") == 4
+
+
+def test_retry_after_as_an_http_date_is_honoured(
+    executor: ConnectorExecutor, provider: RunningProvider
+) -> None:
+    when = email.utils.formatdate(time.time() + 1, usegmt=True)
+    response = executor.execute(
+        "echo_flakyGet", {"key": "date", "fail": "1", "status": "503", "retry_after": when}, env=ENV
+    )
+    assert response.status_code == 200 and _hits(provider, "date") == 2
 
 
 def test_post_and_other_statuses_are_not_retried(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -100,9 +102,35 @@ def test_catalog_outside_the_workspace_is_refused(tmp_path: Path) -> None:
         resolve_runtime_bundle(env={"AGENT_CONFIG_PATH": str(agent)})
 
 
-def test_nothing_configured_is_an_immediate_no_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    resolved = resolve_runtime_bundle(env={})
+_AUDITED: list[str] = []
+_AUDITING = threading.Event()
+_IO_EVENTS = (
+    "open",
+    "os.listdir",
+    "os.scandir",
+    "os.stat",
+    "socket.connect",
+    "socket.getaddrinfo",
+    "subprocess",
+)
+
+
+def _audit(event: str, args: object) -> None:
+    if _AUDITING.is_set() and event.startswith(_IO_EVENTS):
+        _AUDITED.append(event)
+
+
+sys.addaudithook(_audit)  # hooks cannot be removed; this one only records while the event is set
+
+
+def test_nothing_configured_touches_neither_files_nor_network() -> None:
+    resolve_runtime_bundle(env={})  # warm: first calls may import lazily
+    _AUDITED.clear()
+    _AUDITING.set()
+    try:
+        resolved = resolve_runtime_bundle(env={"UNRELATED": "1"})
+    finally:
+        _AUDITING.clear()
+    assert _AUDITED == []
     assert resolved.connectors == [] and resolved.tool_count == 0
     assert resolved.digest == build_bundle([]).digest
-    assert list(tmp_path.iterdir()) == []
