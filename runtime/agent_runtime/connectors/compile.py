@@ -27,7 +27,7 @@ from agent_runtime.connectors.documents import (
 )
 from agent_runtime.connectors.errors import ConnectorError, ExternalReferenceError
 from agent_runtime.connectors.naming import assign_names, check_connector_name, operation_key
-from agent_runtime.connectors.schema import SchemaTranslator, trim_text
+from agent_runtime.connectors.schema import SchemaTranslator, plain_description, trim_text
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 JSON_MEDIA = "application/json"
@@ -283,7 +283,7 @@ def _compile_operation(
             operation_id=str(op_id) if op_id not in (None, "") else None,
             method=method.upper(),
             path=path,
-            description=trim_text(text) if text else f"{method.upper()} {path}",
+            description=plain_description(text) if text else f"{method.upper()} {path}",
             params=params,
             body=body,
             inputSchema=input_schema,

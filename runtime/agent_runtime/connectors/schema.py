@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,16 @@ _KEEP = frozenset(
     )
 )
 _SUBSCHEMA_LISTS = ("allOf", "oneOf", "anyOf")
+
+
+_BREAK_TAGS = re.compile(r"</p>|<br\s*/?>|</li>", re.IGNORECASE)
+_FORMATTING_TAGS = re.compile(r"</?(?:p|code|strong|em|b|i|ul|ol|li|a)(?:\s[^<>]*)?/?>", re.IGNORECASE)
+
+
+def plain_description(text: str, limit: int = DESCRIPTION_LIMIT) -> str:
+    """Provider prose without HTML formatting tags (Stripe wraps everything in <p>), trimmed."""
+    text = _FORMATTING_TAGS.sub("", _BREAK_TAGS.sub("\n", text))
+    return trim_text(re.sub(r"\n{3,}", "\n\n", text), limit)
 
 
 def trim_text(text: str, limit: int = DESCRIPTION_LIMIT) -> str:

@@ -169,3 +169,13 @@ def test_long_names_are_truncated_stably_and_collisions_are_deterministic() -> N
     again = [t.name for t in compile_catalog(document, connector_name="c").tools]
     assert first == again
     assert first[0] == "c_get_thing" and first[1].startswith("c_get_thing_") and len(set(first)) == 2
+
+
+def test_descriptions_lose_html_formatting_and_are_bounded() -> None:
+    document = jira_document()
+    operation = document["paths"]["/issue/{issueIdOrKey}/comment"]["get"]
+    operation["summary"] = ""
+    operation["description"] = "<p>Lists <code>comments</code>.</p><p>Use <api_key>.</p>" + " word" * 1000
+    tool = _tool(compile_catalog(document, connector_name="jiradc"), "getComments")
+    assert tool.description.startswith("Lists comments.\nUse <api_key>.")
+    assert len(tool.description) <= 1024 and tool.description.endswith("…")
