@@ -84,6 +84,12 @@ def path_text(value: Any, *, style: str, explode: bool, name: str) -> str:
     else:
         text = scalar_text(value)
     encoded = quote(text, safe="")
+    if encoded in (".", "..", ""):
+        # A dot segment would be normalized away by the URL parser and reach another operation
+        # than the one allowed; an empty one would merge segments. Encode or refuse them.
+        if not encoded:
+            raise ToolArgumentError(f"path argument {name!r} is empty; supply a value")
+        encoded = encoded.replace(".", "%2E")
     if style == "label":
         return f".{encoded}"
     if style == "matrix":

@@ -57,6 +57,13 @@ def test_path_query_header_and_credential_reach_the_provider(executor: Connector
     assert echo["headers"]["authorization"] == f"Bearer {SECRET}"
 
 
+def test_dot_segments_in_path_arguments_cannot_reach_other_operations(executor: ConnectorExecutor) -> None:
+    echo = executor.execute("echo_getItem", {"itemId": ".."}, env=ENV).body
+    assert echo["raw_path"] == "/echo/items/%2E%2E"
+    with pytest.raises(ToolArgumentError, match="empty"):
+        executor.execute("echo_getItem", {"itemId": ""}, env=ENV)
+
+
 def test_json_bodies_mapped_and_wrapped(executor: ConnectorExecutor) -> None:
     created = executor.execute("echo_createItem", {"title": "t", "extra": {"k": [1, None]}}, env=ENV).body
     assert created["json"] == {"title": "t", "extra": {"k": [1, None]}}
