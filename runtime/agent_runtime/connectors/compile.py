@@ -35,6 +35,7 @@ FORM_MEDIA = "application/x-www-form-urlencoded"
 _JSON_LIKE = re.compile(r"^application/([\w.-]+\+)?json\b")
 _IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))  # OpenAPI: these params are ignored
 _WRAP_NAMES = ("body", "request_body", "body_")
+_TEMPLATE_VARIABLE = re.compile(r"\{([^{}/]+)\}")
 
 
 class _Skip(Exception):
@@ -105,7 +106,7 @@ def compile_document(data: Any, *, connector_name: str, fingerprint: str | None 
                     SkippedOperation(method=method.upper(), path=path, operation_id=op_id, reason=str(exc))
                 )
                 continue
-            spec.authenticated = _operation_authenticated(operation, default_auth)
+            spec.authenticated = _operation_authenticated(operation)
             compiled.append((method.upper(), path, op_id or operation_key(method, path), spec))
 
     names = assign_names(connector_name, [(m, p, label) for m, p, label, _ in compiled])
@@ -207,14 +208,16 @@ def _default_auth(security: Any, options: list[AuthSpec], by_name: dict[str, Aut
     return options[0] if options else None
 
 
-def _operation_authenticated(operation: Mapping[str, Any], default_auth: AuthSpec | None) -> bool:
+def _operation_authenticated(operation: Mapping[str, Any]) -> bool:
+    """Whether the connector's credential goes with this operation: yes unless it opts out explicitly.
+
+    The document may declare no scheme at all and tool.yaml still bind one, so absence means "inherit".
+    """
     security = operation.get("security")
-    if security is None:
-        return default_auth is not None
-    # An empty list, or an explicit empty requirement, means "no authentication" for this operation.
-    return not (
-        security == [] or any(requirement == {} for requirement in security if isinstance(security, list))
-    )
+    if not isinstance(security, list):
+        return True
+    # An empty list, or an explicit empty requirement (anonymous allowed), means no credential.
+    return not (security == [] or any(requirement == {} for requirement in security))
 
 
 def _compile_operation(
@@ -268,6 +271,18 @@ def _compile_operation(
         properties[arg] = schema
         if is_required:
             required.append(arg)
+    declared = {p.name for p in params if p.location == "path"}
+    for variable in _TEMPLATE_VARIABLE.findall(path):
+        if variable not in declared:  # documents forget these; the call still needs a value
+            arg = variable if variable not in properties else f"{variable}_path"
+            params.append(
+                ParamSpec(
+                    name=variable, arg=arg, location="path", style="simple", explode=False, required=True
+                )
+            )
+            properties[arg] = {"type": "string"}
+            required.append(arg)
+            declared.add(variable)
 
     body = _compile_body(
         translator, operation.get("requestBody"), where=where, properties=properties, required=required

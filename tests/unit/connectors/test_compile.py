@@ -179,3 +179,10 @@ def test_descriptions_lose_html_formatting_and_are_bounded() -> None:
     tool = _tool(compile_catalog(document, connector_name="jiradc"), "getComments")
     assert tool.description.startswith("Lists comments.\nUse <api_key>.")
     assert len(tool.description) <= 1024 and tool.description.endswith("…")
+
+
+def test_undeclared_path_template_variables_become_required_arguments() -> None:
+    document = {"openapi": "3.0.1", "paths": {"/orgs/{org}/repos": {"get": {"operationId": "listRepos"}}}}
+    tool = compile_catalog(document, connector_name="gh").tools[0]
+    assert tool.input_schema["properties"] == {"org": {"type": "string"}}
+    assert tool.input_schema["required"] == ["org"]

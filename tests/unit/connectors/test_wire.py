@@ -158,3 +158,27 @@ def test_transport_failures_are_classified() -> None:
     request = httpx.Request("GET", "https://p.invalid/")
     assert classify_tool_api_error(httpx.ReadTimeout("t", request=request)).category == "timeout"
     assert classify_tool_api_error(httpx.ConnectError("c", request=request)).category == "connection"
+
+
+def test_cookie_parameters_and_cookie_api_keys_share_one_header() -> None:
+    document = {
+        "openapi": "3.0.0",
+        "paths": {
+            "/a": {
+                "get": {
+                    "operationId": "a",
+                    "parameters": [{"name": "session", "in": "cookie", "schema": {"type": "string"}}],
+                }
+            }
+        },
+    }
+    catalog = compile_catalog(document, connector_name="c")
+    tool = ToolYaml(
+        name="c",
+        source={"base_url": "http://127.0.0.1:9"},
+        expose={"allow": ["a"]},
+        auth={"type": "api_key", "env": "K", "in": "cookie", "name": "token"},
+    )
+    executor = ConnectorExecutor(materialize_connector(tool, catalog))
+    prepared = executor.prepare("c_a", {"session": "s 1"}, env={"K": "v"})
+    assert prepared.headers["cookie"] == "session=s%201; token=v"
