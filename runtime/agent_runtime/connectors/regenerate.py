@@ -39,17 +39,26 @@ def regenerate_catalog(
     """Compile `document` under the existing connector name; operations keep their existing tool names."""
     fresh = compile_catalog(document, connector_name=existing.name)
     old_by_identity = {_identity(spec): spec for spec in existing.tools}
+    old_by_route = {(spec.method, spec.path): spec for spec in existing.tools}
+    fresh_identities = {_identity(spec) for spec in fresh.tools}
     kept_names = {spec.name for spec in existing.tools}
     changes = CatalogChanges()
     taken: set[str] = set()
     matched: set[str] = set()
+    matched_old: set[str] = set()
     # Kept operations first, so a new operation can never take a name an existing one holds.
     for spec in fresh.tools:
         old = old_by_identity.get(_identity(spec))
+        if old is None:
+            # A renamed operationId on the same method and path is the same operation.
+            route_match = old_by_route.get((spec.method, spec.path))
+            if route_match is not None and _identity(route_match) not in fresh_identities:
+                old = route_match
         if old is not None:
             spec.name = old.name
             taken.add(spec.name)
             matched.add(_identity(spec))
+            matched_old.add(old.name)
             if _comparable(spec) != _comparable(old):
                 changes.changed.append(spec.name)
     for spec in fresh.tools:
@@ -59,5 +68,5 @@ def regenerate_catalog(
             spec.name = disambiguate(spec.name, f"{spec.method} {spec.path}", taken | kept_names)
         taken.add(spec.name)
         changes.added.append(spec.name)
-    changes.removed = [spec.name for spec in existing.tools if _identity(spec) not in matched]
+    changes.removed = [spec.name for spec in existing.tools if spec.name not in matched_old]
     return fresh, changes

@@ -104,3 +104,13 @@ def test_regenerate_keeps_names_and_reports_changes() -> None:
     assert changes.changed == ["jiradc_getComments"]
     kept = {t.name for t in existing.tools} - {"jiradc_postShape"}
     assert kept <= {t.name for t in regenerated.tools}
+
+
+def test_regenerate_keeps_the_name_when_only_the_operation_id_changed() -> None:
+    existing = _catalog()
+    newer = jira_document()
+    newer["paths"]["/issue/{issueIdOrKey}/comment"]["get"]["operationId"] = "listComments"
+    regenerated, changes = regenerate_catalog(existing, newer)
+    renamed = next(t for t in regenerated.tools if t.operation_id == "listComments")
+    assert renamed.name == "jiradc_getComments"
+    assert changes.changed == ["jiradc_getComments"] and changes.added == [] and changes.removed == []
