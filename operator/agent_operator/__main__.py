@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -13,7 +14,12 @@ from agent_operator.settings import OperatorSettings
 
 def main() -> int:
     settings = OperatorSettings.from_env(os.environ)
-    kopf.configure(log_format=kopf.LogFormat.JSON, verbose=os.environ.get("AGENT_OPERATOR_DEBUG") == "1")
+    debug = os.environ.get("AGENT_OPERATOR_DEBUG") == "1"
+    kopf.configure(log_format=kopf.LogFormat.JSON, verbose=debug)
+    if not debug:
+        # Per-request and per-handler success lines would dominate the log at a thousand Agents.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kopf.run(
         clusterwide=not settings.namespaces,
         namespaces=list(settings.namespaces),

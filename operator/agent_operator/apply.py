@@ -86,6 +86,8 @@ class Operator:
         self.applied: dict[tuple[str, str, str, str], str] = {}  # (ns, apiVersion, kind, name) -> hash
         self.clean_bundles: dict[AgentKey, str] = {}  # digest after which no superseded bundle remained
         self._locks: dict[AgentKey, asyncio.Lock] = {}
+        self._connector_locks: dict[AgentKey, asyncio.Lock] = {}
+        self._path_locks: dict[str, asyncio.Lock] = {}
 
     def _lock(self, key: AgentKey) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -188,8 +190,19 @@ class Operator:
         secret_metas = {name: await self._read_secret_meta(ns, name) for name in sorted(refs.secrets)}
         return AgentInputs(agent=agent, connectors=connectors, config_maps=config_maps, secrets=secret_metas)
 
-    async def _watched(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Label a referenced ConfigMap/Secret so the scoped watch sees its changes (once)."""
+    async def _read_watched(self, path: str) -> dict[str, Any] | None:
+        """Read a referenced ConfigMap/Secret and label it (once) so the scoped watch sees its changes.
+
+        One read-and-label at a time per object: a concurrent reader must see the labelled version, or
+        two Agents sharing a Secret would render different checksums and roll twice.
+        """
+        async with self._path_locks.setdefault(path, asyncio.Lock()):
+            body = await self.api.get(path)
+            if body is None:
+                return None
+            return await self._label(path, body)
+
+    async def _label(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if (body["metadata"].get("labels") or {}).get(WATCHED_LABEL) == "true":
             return body
         patch = {"metadata": {"labels": {WATCHED_LABEL: "true"}}}
@@ -200,19 +213,13 @@ class Operator:
             return body
 
     async def _read_config_map(self, ns: str, name: str) -> dict[str, str] | None:
-        path = object_path("v1", "ConfigMap", ns, name)
-        body = await self.api.get(path)
-        if body is None:
-            return None
-        body = await self._watched(path, body)
-        return dict(body.get("data") or {})
+        body = await self._read_watched(object_path("v1", "ConfigMap", ns, name))
+        return None if body is None else dict(body.get("data") or {})
 
     async def _read_secret_meta(self, ns: str, name: str) -> SecretMeta | None:
-        path = object_path("v1", "Secret", ns, name)
-        body = await self.api.get(path)
+        body = await self._read_watched(object_path("v1", "Secret", ns, name))
         if body is None:
             return None
-        body = await self._watched(path, body)
         keys = frozenset((body.get("data") or {}).keys()) | frozenset((body.get("stringData") or {}).keys())
         return SecretMeta(resource_version=body["metadata"].get("resourceVersion", ""), keys=keys)
 
@@ -334,6 +341,10 @@ class Operator:
     # --- Connector status --------------------------------------------------------------------------------
 
     async def reconcile_connector(self, key: AgentKey) -> None:
+        async with self._connector_locks.setdefault(key, asyncio.Lock()):
+            await self._reconcile_connector(key)
+
+    async def _reconcile_connector(self, key: AgentKey) -> None:
         body = self.connectors.get(key)
         if body is None:
             return

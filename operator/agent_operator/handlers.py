@@ -49,7 +49,7 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.watching.label_selectors["secrets"] = f"{WATCHED_LABEL}=true"
     settings.watching.label_selectors["deployments"] = f"app.kubernetes.io/managed-by={MANAGED_BY}"
     settings.batching.worker_limit = 256
-    info = _login_info(logger=kwargs.get("logger", log))
+    info = _login_info(settings=settings, logger=kwargs.get("logger", log))
     if info is None:
         raise kopf.PermanentError("no Kubernetes credentials: neither a service account nor a kubeconfig")
     api = KubeApi(Connection.from_kopf(info))
@@ -144,6 +144,8 @@ async def connector_event(event: dict[str, Any], body: Any, namespace: str, name
         if _spec_unchanged("connector", key, body):
             return
         await _guarded(op.reconcile_connector, key, what="connector")
+        if event.get("type") is None:
+            return  # the initial listing: every Agent reconciles on its own initial event anyway
     for agent in op.agents_using_connector(namespace, name):
         await _guarded(op.reconcile_agent, agent, what="agent")
 
