@@ -26,7 +26,7 @@ fmt: venv
 	$(VENV)/bin/ruff format .
 
 # Every tier this machine can run: unit, integration, cluster (e2e needs Docker: make e2e-kind).
-test: lint
+test: lint cluster-bins
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv

@@ -56,7 +56,7 @@ build_etcd() {
         cd "$dir"
         go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
         go build -trimpath -o "$BIN_DIR/etcd.tmp" \
-            -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=release-$ETCD_VERSION" \
+            -ldflags "-s -w -X 'go.etcd.io/etcd/api/v3/version.GitSHA=none (module go.etcd.io/etcd/server/v3@$ETCD_VERSION)'" \
             go.etcd.io/etcd/server/v3
     )
     mv "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
@@ -77,8 +77,8 @@ build_kubernetes() {
         for m in $staging; do printf '\t%s => %s %s\n' "$m" "$m" "$staging_version"; done
         printf ')\n'
     } | wrapper_module "$dir" k8s.io/kubernetes "$K8S_VERSION"
-    local commit tree_state=clean build_date major minor
-    commit="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin).get("Origin",{}).get("Hash",""))')"
+    # The module proxy serves the tagged release's source but not its commit, so gitCommit stays empty.
+    local tree_state=clean build_date major minor
     build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     major=1
     minor="${K8S_VERSION#v1.}"
@@ -86,7 +86,7 @@ build_kubernetes() {
     local ldflags="-s -w"
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitCommit=$commit -X $pkg.gitTreeState=$tree_state -X $pkg.buildDate=$build_date"
+        ldflags+=" -X $pkg.gitTreeState=$tree_state -X $pkg.buildDate=$build_date"
     done
     (
         cd "$dir"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ensure_binaries
+from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, wait_until
 
 _HERE = Path(__file__).resolve().parent
 _build_error: ControlPlaneError | None = None
@@ -52,7 +52,16 @@ def cluster_namespace(cluster: ControlPlane) -> Iterator[str]:
 
     name = f"t-{uuid.uuid4().hex[:10]}"
     with cluster.api_client() as api:
-        client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        core = client.CoreV1Api(api)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        # Pods are refused until the ServiceAccount controller made the namespace's `default` account.
+        wait_until(
+            f"ServiceAccount {name}/default",
+            lambda: any(
+                sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items
+            ),
+            interval=0.05,
+        )
     yield name
     with cluster.api_client() as api:
         client.CoreV1Api(api).delete_namespace(name)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+# Resolved before any fork: the child between fork and exec should only make the one call.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _die_with_parent() -> None:
@@ -19,8 +21,7 @@ def _die_with_parent() -> None:
 
     This is what cleans up when the parent itself is SIGKILLed and no Python code of ours runs.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -95,3 +96,17 @@ def wait_gone(pids: list[int], *, timeout: float = 10.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.05)
+
+
+def stop_all(children: list[Child], *, grace: float = 3.0) -> None:
+    """SIGTERM every child's process group at once, SIGKILL what is left after `grace` seconds."""
+    for child in children:
+        if child.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for child in children:
+        child.stop(grace=0.0)
