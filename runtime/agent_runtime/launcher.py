@@ -126,6 +126,7 @@ def serve(app: object, *, host: str, port: int) -> bool:
         access_log=False,  # a line per call would cost more than the call itself
         lifespan="on",
         server_header=False,
+        proxy_headers=False,  # pods are reached directly by the OE, never through a proxy we trust
         timeout_graceful_shutdown=int(DRAIN_TIMEOUT_S),
     )
     server = uvicorn.Server(config)

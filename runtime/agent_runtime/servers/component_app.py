@@ -26,8 +26,12 @@ def build_component_app(
     readiness: Readiness,
     on_startup: Hook | None = None,
     on_shutdown: Hook | None = None,
+    fast_path: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> ASGIApp:
-    """A Starlette app with the component's routes plus /healthz, /readyz and /metrics, behind the token."""
+    """A Starlette app with the component's routes plus /healthz, /readyz and /metrics, behind the token.
+
+    `fast_path` wraps the Starlette app (inside the token guard) for a hot route served as plain ASGI.
+    """
 
     async def metrics_endpoint(_: Request) -> Response:
         body, content_type = metrics.exposition()
@@ -49,4 +53,5 @@ def build_component_app(
         routes=[*routes, *health_routes(readiness), Route(METRICS_PATH, metrics_endpoint, methods=["GET"])],
         lifespan=lifespan,
     )
-    return BearerTokenGuard(app, token=token)
+    inner: ASGIApp = fast_path(app) if fast_path is not None else app
+    return BearerTokenGuard(inner, token=token)

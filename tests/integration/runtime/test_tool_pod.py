@@ -89,6 +89,7 @@ def test_errors_carry_category_and_safe_explanation_only(tool_pod: Component) ->
         assert bad_tenant["category"] == "invalid_arguments"
         assert "message" in bad_tenant["explanation"] and "extra" in bad_tenant["explanation"]
 
+        assert client.get("/execute").status_code == 405
         malformed = client.post("/execute", json={"arguments": {}})
         assert malformed.status_code == 422
         assert malformed.json() == {"detail": [{"field": "tool", "problem": "Field required"}]}
