@@ -13,7 +13,13 @@ import pytest
 
 from agent_runtime.listen import dual_stack_available
 from tests.conftest import Process
-from tests.integration.runtime.launched import launch, new_port, operator_env, write_provider_bundle
+from tests.integration.runtime.launched import (
+    EXAMPLE_AGENT_DIR,
+    launch,
+    new_port,
+    operator_env,
+    write_provider_bundle,
+)
 from tests.providers.echo_provider import RunningProvider
 
 
@@ -42,6 +48,15 @@ def test_aer_serves_connector_and_tenant_tool_surface(
     assert tools["word_count"]["inputSchema"]["required"] == ["text"]
     assert "itemId" in tools["echo_getItem"]["inputSchema"]["properties"]
     assert aer.process.stop() == 0
+
+
+def test_aer_materializes_agent_yaml_in_memory(spawn: Callable[..., Process], tmp_path: Path) -> None:
+    env = operator_env(tmp_path, mode="aer", port=new_port(), bundle_index=None)
+    env["AGENT_CONFIG_PATH"] = str(EXAMPLE_AGENT_DIR / "agent.yaml")
+    aer = launch(spawn, env)
+    with aer.client() as client:
+        names = [tool["name"] for tool in client.get("/tools").json()["tools"]]
+    assert names == ["echo_getEcho", "echo_createMessage", "word_count", "sign_message"]
 
 
 @pytest.mark.skipif(not dual_stack_available(), reason="kernel without IPv6")
