@@ -26,3 +26,24 @@ def test_bind_listener_ipv6_loopback() -> None:
         port = sock.getsockname()[1]
         with socket.create_connection(("::1", port), timeout=2):
             pass
+
+
+def test_kernel_without_ipv6_falls_back_to_ipv4(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket, "has_ipv6", False)
+    assert dual_stack_available() is False
+    assert resolve_listen_host({}) == "0.0.0.0"
+    assert resolve_listen_host({"APP_HOST": "::1"}) == "::1"
+
+
+def test_kernel_refusing_dual_stack_falls_back_to_ipv4(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_socket = socket.socket
+
+    class NoDualStack(real_socket):
+        def setsockopt(self, level: int, option: int, value: object) -> None:  # type: ignore[override]
+            if option == socket.IPV6_V6ONLY:
+                raise OSError("IPV6_V6ONLY=0 not supported")
+            super().setsockopt(level, option, value)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(socket, "socket", NoDualStack)
+    assert dual_stack_available() is False
+    assert resolve_listen_host({}) == "0.0.0.0"
