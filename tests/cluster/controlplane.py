@@ -225,6 +225,9 @@ def _component_args(*, name: str, bin_dir: Path, work_dir: Path, port: int) -> l
         f"--secure-port={port}",
         f"--cert-dir={cert_dir}",
         "--leader-elect=false",  # one replica: waiting for a lease only slows the start
+        # The default client rate limit (20/s) paces the controller-manager's start-up by whole seconds.
+        "--kube-api-qps=500",
+        "--kube-api-burst=1000",
         "--v=1",
     ]
 
@@ -429,7 +432,11 @@ class ControlPlane:
         if self._stopped:
             return
         self._stopped = True
-        # All at once: the store is thrown away, so a graceful API server shutdown buys nothing.
+        # Clients first, then the API server, then its store: a server whose etcd vanished under it hangs
+        # for seconds; in this order the whole stop takes about one.
+        clients = [c for c in self.children if c.name not in ("kube-apiserver", "etcd")]
+        for wave in (clients, [c for c in self.children if c.name == "kube-apiserver"]):
+            stop_all(wave, grace=3.0)
         stop_all(self.children, grace=3.0)
         wait_gone([child.pid for child in self.children], timeout=5.0)
         if getattr(self, "work_dir", None) is not None:
