@@ -104,14 +104,17 @@ async def _httpx_call(client: httpx.AsyncClient, target: Target) -> None:
         raise RuntimeError(f"{target.name}: {response.status_code} {response.text[:300]}")
 
 
-async def _sequential(client: httpx.AsyncClient, target: Target) -> list[float]:
+async def _sequential(client: httpx.AsyncClient, targets: list[Target]) -> dict[str, list[float]]:
+    """One caller; the paths take turns call by call, so background load shifts hit them all alike."""
     for _ in range(WARMUP_CALLS):
-        await _httpx_call(client, target)
-    latencies = []
+        for target in targets:
+            await _httpx_call(client, target)
+    latencies: dict[str, list[float]] = {target.name: [] for target in targets}
     for _ in range(SEQUENTIAL_CALLS):
-        started = time.perf_counter()
-        await _httpx_call(client, target)
-        latencies.append(time.perf_counter() - started)
+        for target in targets:
+            started = time.perf_counter()
+            await _httpx_call(client, target)
+            latencies[target.name].append(time.perf_counter() - started)
     return latencies
 
 
@@ -166,7 +169,7 @@ async def _raw_callers(target: Target) -> tuple[float, int]:
 async def _measure(*, direct: Target, connector: Target, tenant: Target, toolpod_pid: int) -> None:
     limits = httpx.Limits(max_connections=CONCURRENT_CALLERS, max_keepalive_connections=CONCURRENT_CALLERS)
     async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        latencies = {target.name: await _sequential(client, target) for target in (direct, connector, tenant)}
+        latencies = await _sequential(client, [direct, connector, tenant])
         httpx_rates = {target.name: await _httpx_callers(client, target) for target in (direct, connector)}
     raw_rates: dict[str, float] = {}
     cpu_per_call: dict[str, float] = {}
@@ -176,7 +179,7 @@ async def _measure(*, direct: Target, connector: Target, tenant: Target, toolpod
         cpu_per_call[target.name] = (_cpu_seconds(toolpod_pid) - cpu_before) / calls
 
     base = latencies[direct.name]
-    print(f"one httpx caller, {SEQUENTIAL_CALLS} calls per path (after {WARMUP_CALLS} warm-up calls):")
+    print(f"one httpx caller, paths interleaved, {SEQUENTIAL_CALLS} calls each (+{WARMUP_CALLS} warm-up):")
     for name, samples in latencies.items():
         print(f"  {name:10s} p50 {_ms(_percentile(samples, 0.5))}  p99 {_ms(_percentile(samples, 0.99))}")
     for name in (connector.name, tenant.name):
