@@ -23,10 +23,10 @@ BIN_DIR="${CLUSTER_BIN_DIR:-$CACHE_ROOT/k8s-$K8S_VERSION/bin}"
 WORK_DIR="$CACHE_ROOT/k8s-$K8S_VERSION/work"
 PYTHON="${PYTHON:-python3}"
 
+# Go's own installer puts it here; a non-login shell may not have it on PATH.
+command -v go >/dev/null || [[ ! -x /usr/local/go/bin/go ]] || PATH="/usr/local/go/bin:$PATH"
 # Never fetch a newer Go toolchain: build with the one installed.
 export GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
-
-log() { printf '[cluster-bins] %s\n' "$*" >&2; }
 
 mkdir -p "$BIN_DIR" "$WORK_DIR"
 
@@ -35,6 +35,13 @@ exec 9>"$CACHE_ROOT/k8s-$K8S_VERSION/.build.lock"
 flock 9
 
 have() { [[ -x "$BIN_DIR/$1" ]]; }
+# Only say something when there was something to do.
+log() { BUILT=1; printf '[cluster-bins] %s\n' "$*" >&2; }
+BUILT=0
+
+need_go() {
+    command -v go >/dev/null || { log "go is not on PATH: install Go 1.25 or newer, then run make cluster-bins"; exit 1; }
+}
 
 # Write a wrapper module in $1 that requires $2@$3 as a tool; extra go.mod text on stdin.
 wrapper_module() {
@@ -49,6 +56,7 @@ wrapper_module() {
 
 build_etcd() {
     have etcd && return 0
+    need_go
     log "building etcd $ETCD_VERSION"
     local dir="$WORK_DIR/etcd"
     wrapper_module "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" </dev/null
@@ -64,6 +72,7 @@ build_etcd() {
 
 build_kubernetes() {
     have kube-apiserver && have kube-controller-manager && have kube-scheduler && return 0
+    need_go
     log "building kube-apiserver, kube-controller-manager, kube-scheduler $K8S_VERSION"
     local dir="$WORK_DIR/kubernetes" staging_version="v0.${K8S_VERSION#v1.}"
     local gomod
@@ -105,6 +114,7 @@ build_kubernetes() {
 
 build_kwok() {
     have kwok && return 0
+    need_go
     log "building kwok $KWOK_VERSION"
     local dir="$WORK_DIR/kwok"
     wrapper_module "$dir" sigs.k8s.io/kwok "$KWOK_VERSION" </dev/null
@@ -122,6 +132,7 @@ build_kwok() {
 # their lease; pods become Running and Ready, complete, and go away when deleted.
 write_kwok_stages() {
     [[ -s "$BIN_DIR/kwok-stages.yaml" ]] && return 0
+    need_go
     local src
     src="$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
     local f first=1
@@ -166,5 +177,5 @@ build_kwok
 write_kwok_stages
 fetch_kubectl_helm
 build_kubernetes
-log "binaries ready in $BIN_DIR"
+((BUILT)) && log "binaries ready in $BIN_DIR"
 echo "$BIN_DIR"

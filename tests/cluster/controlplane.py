@@ -15,7 +15,12 @@ Use from pytest through the session fixture `cluster` (tests/cluster/conftest.py
     cluster.api_client()    a new admin kubernetes.client.ApiClient (use it as a context manager)
     cluster.service_account_kubeconfig(namespace=..., name=...)
                             a kubeconfig holding a TokenRequest token of that ServiceAccount (for RBAC tests)
+    cluster.kubectl(*args)  run the cached kubectl against it (check=True by default)
     cluster.node_names      the fake nodes, all Ready, no taints
+    cluster.startup_seconds, cluster.phase_seconds   how long start() took, and where
+
+`wait_until(what, predicate, timeout=...)` polls for eventual state; the fixture `cluster_namespace` gives
+a test a fresh namespace whose `default` ServiceAccount already exists.
 
 By hand: `make cluster-up` prints the kubeconfig path; `make cluster-down` stops it and removes everything.
 Every component listens on 127.0.0.1 only, on free ports, so several control planes can run at once.
@@ -47,13 +52,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from tests.cluster import pki
 from tests.cluster.kubeconfig import kubeconfig_document, write_kubeconfig
 from tests.cluster.processes import Child, pid_alive, start_child, stop_all, wait_gone
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = Path(__file__).with_name("build_bins.sh")
@@ -98,6 +106,7 @@ def ensure_binaries(*, echo: bool = False) -> Path:
     """Run the build script (a no-op when everything is cached) and return the bin directory."""
     proc = subprocess.run(
         ["bash", str(BUILD_SCRIPT)],
+        env={"PYTHON": sys.executable, **os.environ},
         stdout=subprocess.PIPE,
         stderr=None if echo else subprocess.PIPE,
         text=True,
@@ -465,7 +474,7 @@ class ControlPlane:
             env[var] = str(self.work_dir / "helm" / sub)
         return env
 
-    def api_client(self) -> Any:
+    def api_client(self) -> ApiClient:
         """A new admin `kubernetes.client.ApiClient`; close it (or use `with`)."""
         from kubernetes import config
 
