@@ -20,11 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_runtime.connectors import (
     ConnectorExecutor,
+    CredentialMissingError,
     ToolArgumentError,
     ToolDefinitions,
     UnknownToolError,
     classify_tool_api_error,
 )
+from agent_runtime.contract import is_platform_env
 from agent_runtime.redaction import redact
 from agent_runtime.sdk import ToolDefinitionError, ToolSpec
 from agent_runtime.servers.metrics import ToolMetrics
@@ -39,6 +41,7 @@ INVALID_ARGUMENTS = "invalid_arguments"
 TOOL_ERROR = "tool_error"
 TIMEOUT = "timeout"
 INTERNAL = "internal"
+CREDENTIAL_MISSING = "credential_missing"
 
 
 class ExecuteRequest(BaseModel):
@@ -95,6 +98,24 @@ def check_required_secrets(tenant_tools: Sequence[ToolSpec], secret_env: Mapping
             )
 
 
+def check_connector_credentials(connectors: Sequence[ToolDefinitions], secret_env: Mapping[str, str]) -> None:
+    """Refuse to start when a connector's credential env (auth.env) cannot reach its executor."""
+    for defs in connectors:
+        name = defs.auth.env if defs.auth is not None else None
+        if not name:
+            continue
+        if is_platform_env(name):
+            raise ToolDefinitionError(
+                f"connector {defs.name!r}: auth.env {name} is a platform variable name, which never reaches "
+                "connectors; rename the credential's env in the Connector's auth.env"
+            )
+        if not secret_env.get(name):
+            raise ToolDefinitionError(
+                f"connector {defs.name!r} reads its credential from env {name}, which is not set in the "
+                "Tool Pod; provide the Connector's auth secret"
+            )
+
+
 class ToolCallService:
     """Routes each call to its connector executor or tenant tool; one executor per connector for life."""
 
@@ -109,6 +130,7 @@ class ToolCallService:
         remote = [spec for spec in tenant_tools if not spec.is_local]
         check_unique_tool_names(connectors=connectors, tenant_tools=remote)
         check_required_secrets(remote, secret_env)
+        check_connector_credentials(connectors, secret_env)
         self._secret_env = dict(secret_env)
         self._secret_values = tuple(v for v in self._secret_env.values() if v)
         self._metrics = metrics
@@ -168,6 +190,10 @@ class ToolCallService:
         if isinstance(exc, ToolArgumentError):
             return ToolCallError(
                 category=INVALID_ARGUMENTS, explanation=redact(str(exc), self._secret_values)
+            )
+        if isinstance(exc, CredentialMissingError):
+            return ToolCallError(
+                category=CREDENTIAL_MISSING, explanation=redact(str(exc), self._secret_values)
             )
         if isinstance(exc, ValidationError):
             problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc))

@@ -106,6 +106,11 @@ def test_entrypoint_import_failure_is_one_json_error_and_nonzero_exit(tmp_path: 
             "RUNTIME_TOKEN_FILE=/nonexistent/token: no such file",
         ),
         ({"ECHO_SIGNING_KEY": None}, 1, "requires the secret env ECHO_SIGNING_KEY"),
+        (
+            {"ECHO_TOKEN": ""},
+            1,
+            "connector 'echo' reads its credential from env ECHO_TOKEN, which is not set",
+        ),
         ({"AGENT_ENTRYPOINT": "echo_agent.agent"}, 1, "is not of the form package.module:app"),
         ({"AGENTIC_CONNECTOR_BUNDLE_PATH": "/nonexistent/index.yaml"}, 1, "/nonexistent/index.yaml"),
         ({"RUNNER_MODE": "aer", "AGENT_ENTRYPOINT": None}, 1, "RUNNER_MODE=aer needs AGENT_ENTRYPOINT"),
@@ -114,7 +119,8 @@ def test_entrypoint_import_failure_is_one_json_error_and_nonzero_exit(tmp_path: 
 def test_startup_failures_are_clear(
     tmp_path: Path, changes: dict[str, str | None], exit_code: int, message: str
 ) -> None:
-    env = operator_env(tmp_path, mode="tool", port=new_port(), bundle_index=None)
+    index = write_provider_bundle(tmp_path / "bundle", base_url="http://127.0.0.1:9")  # never called
+    env = operator_env(tmp_path, mode="tool", port=new_port(), bundle_index=index)
     for name, value in changes.items():
         if value is None:
             env.pop(name, None)
