@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from agent_runtime.contract import (
     ENTRYPOINT_ENV,
@@ -22,6 +23,9 @@ from agent_runtime.contract import (
     tenant_secret_env,
 )
 from agent_runtime.logging_config import install_logging
+
+if TYPE_CHECKING:
+    from agent_runtime.servers.auth import ASGIApp
 
 logger = logging.getLogger("agent_runtime.launcher")
 
@@ -72,7 +76,7 @@ def select_port(mode: RunnerMode, env: Mapping[str, str]) -> int:
     return int(raw)
 
 
-def build_component(mode: RunnerMode, env: Mapping[str, str]) -> object:
+def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     """Load the token, the tenant App and the bundle, and build the mode's ASGI app."""
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
     from agent_runtime.connectors import resolve_runtime_bundle
@@ -113,7 +117,7 @@ def _ignore_signal(signum: int, frame: FrameType | None) -> None:
     """uvicorn re-raises the signal it drained on; after a clean drain that must not kill the process."""
 
 
-def serve(app: object, *, host: str, port: int) -> bool:
+def serve(app: ASGIApp, *, host: str, port: int) -> bool:
     """Run uvicorn on a socket we bound ourselves (dual stack when asked); True when it started."""
     import uvicorn
 
@@ -121,7 +125,7 @@ def serve(app: object, *, host: str, port: int) -> bool:
 
     sock = bind_listener(host, port)
     config = uvicorn.Config(
-        app,  # type: ignore[arg-type]
+        app,
         log_config=None,  # keep our handler; uvicorn's loggers propagate to it
         access_log=False,  # a line per call would cost more than the call itself
         lifespan="on",
