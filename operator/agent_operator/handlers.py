@@ -93,7 +93,7 @@ async def _guarded(func: Any, key: AgentKey, *, what: str, attempt: int = 0) -> 
             extra={
                 "kind": what,
                 "namespace": key[0],
-                "name": key[1],
+                "object": key[1],
                 "error": str(exc)[:300],
                 "retry_in": delay,
             },
