@@ -216,6 +216,16 @@ def apiserver_args(*, bin_dir: Path, pki_dir: Path, ports: Ports) -> list[str]:
         f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=RBAC",
+        # The aggregation layer's front proxy, set up as kubeadm does, so extension API servers would work.
+        f"--requestheader-client-ca-file={pki_dir / 'front-proxy-ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki_dir / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki_dir / 'front-proxy-client.key'}",
+        # Endpoints may not hold loopback addresses; nothing here dials the `kubernetes` Service anyway.
+        "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
         "--profiling=false",
         "--v=1",
@@ -542,6 +552,13 @@ class ControlPlane:
             pki.issue(ca, common_name="kube-apiserver", hosts=apiserver_hosts(), server=True),
             pki_dir,
             "apiserver",
+        )
+        front_proxy_ca = pki.make_ca("agent-engine-test-front-proxy-ca")
+        pki.write_pair(front_proxy_ca, pki_dir, "front-proxy-ca")
+        pki.write_pair(
+            pki.issue(front_proxy_ca, common_name="front-proxy-client", client=True),
+            pki_dir,
+            "front-proxy-client",
         )
         private, public = pki.signing_key_pem()
         (pki_dir / "sa.key").touch(mode=0o600)
