@@ -41,16 +41,20 @@ class ToolSpec:
         """The tool as an agent framework registers a remote tool."""
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
 
-    async def ainvoke(self, arguments: Mapping[str, Any]) -> Any:
-        """Validate the arguments (pydantic ValidationError names the field) and run the tool.
-
-        A synchronous tool runs in a worker thread so it never blocks the event loop.
-        """
+    def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated keyword arguments; a pydantic ValidationError names each bad or unknown field."""
         values = self.arguments.model_validate(dict(arguments))
-        kwargs = {name: getattr(values, name) for name in type(values).model_fields}
+        return {name: getattr(values, name) for name in type(values).model_fields}
+
+    async def acall(self, kwargs: Mapping[str, Any]) -> Any:
+        """Run the tool on bound arguments; a synchronous tool runs in a worker thread, off the event loop."""
         if self.is_async:
             return await self.func(**kwargs)
         return await anyio.to_thread.run_sync(lambda: self.func(**kwargs))
+
+    async def ainvoke(self, arguments: Mapping[str, Any]) -> Any:
+        """Validate the arguments and run the tool."""
+        return await self.acall(self.bind(arguments))
 
 
 def _validated_secrets(tool_name: str, names: Iterable[str], *, is_local: bool) -> tuple[str, ...]:

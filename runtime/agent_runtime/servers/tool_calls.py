@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agent_runtime.connectors import (
     ConnectorExecutor,
@@ -70,6 +71,15 @@ class ExecuteResponse(BaseModel):
     result: Any = None
     error: ToolCallError | None = None
     duration_ms: float
+
+
+class _TenantToolFailure(Exception):
+    """A tenant tool call that failed in a way the Tool Pod can state exactly (category and explanation)."""
+
+    def __init__(self, category: str, explanation: str) -> None:
+        super().__init__(explanation)
+        self.category = category
+        self.explanation = explanation
 
 
 @dataclass(frozen=True)
@@ -177,8 +187,33 @@ class ToolCallService:
         if isinstance(target, _ConnectorTool):
             response = await target.executor.aexecute(call.tool, call.arguments, env=self._secret_env)
             return response.model_dump(mode="json")
-        async with asyncio.timeout(target.timeout_s):
-            return await target.ainvoke(call.arguments)
+        return await self._run_tenant(target, call.arguments)
+
+    @staticmethod
+    async def _run_tenant(spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
+        try:
+            kwargs = spec.bind(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc))
+            raise _TenantToolFailure(
+                INVALID_ARGUMENTS, f"tool {spec.name!r} arguments are invalid: {problems}"
+            ) from None
+        try:
+            async with asyncio.timeout(spec.timeout_s) as deadline:
+                result = await spec.acall(kwargs)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise _TenantToolFailure(
+                TIMEOUT, f"tool {spec.name!r} did not finish within its timeout_s={spec.timeout_s:g}"
+            ) from None
+        try:
+            return to_jsonable_python(result)
+        except PydanticSerializationError:
+            raise _TenantToolFailure(
+                TOOL_ERROR,
+                f"tool {spec.name!r} returned a {type(result).__name__}, which is not JSON-serializable",
+            ) from None
 
     def _classify(self, call: ExecuteRequest, exc: Exception) -> ToolCallError:
         """Map an exception to a category and a safe explanation (the only thing that leaves the pod)."""
@@ -195,12 +230,8 @@ class ToolCallService:
             return ToolCallError(
                 category=CREDENTIAL_MISSING, explanation=redact(str(exc), self._secret_values)
             )
-        if isinstance(exc, ValidationError):
-            problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc))
-            return ToolCallError(
-                category=INVALID_ARGUMENTS,
-                explanation=f"tool {call.tool!r} arguments are invalid: {problems}",
-            )
+        if isinstance(exc, _TenantToolFailure):
+            return ToolCallError(category=exc.category, explanation=exc.explanation)
         if isinstance(exc, (httpx.HTTPStatusError, httpx.TimeoutException, httpx.TransportError)):
             classified = classify_tool_api_error(exc, secrets=self._secret_values)
             return ToolCallError(
@@ -209,11 +240,6 @@ class ToolCallService:
                 status_code=classified.status_code,
             )
         target = self._routes.get(call.tool)
-        if isinstance(exc, TimeoutError) and isinstance(target, ToolSpec):
-            return ToolCallError(
-                category=TIMEOUT,
-                explanation=f"tool {call.tool!r} did not finish within its timeout_s={target.timeout_s:g}",
-            )
         category = TOOL_ERROR if isinstance(target, ToolSpec) else INTERNAL
         # The message may quote anything (a provider body, a credential): only the type leaves the pod;
         # the log keeps the traceback with known secret values removed.

@@ -96,3 +96,34 @@ def test_surface_lists_tenant_tools_and_refuses_duplicates() -> None:
 
     with pytest.raises(DuplicateToolError, match="'double' is defined by both"):
         tool_surface(connectors=[], tenant_tools=[*app.tools.values(), *other.tools.values()])
+
+
+def test_tenant_failures_are_told_apart() -> None:
+    app = App()
+
+    @app.tool
+    async def own_timeout() -> None:
+        """Raises TimeoutError itself, well within its timeout_s."""
+        raise TimeoutError("socket read timed out")
+
+    @app.tool
+    def returns_object() -> object:
+        """Returns something JSON cannot carry."""
+        return object()
+
+    @app.tool
+    def inner_validation(n: int) -> int:
+        """Fails validating its own data, after its arguments were fine."""
+        return int(App.__name__) + n  # ValueError inside the tool, not an argument problem
+
+    service = ToolCallService(
+        connectors=[],
+        tenant_tools=list(app.tools.values()),
+        secret_env={},
+        metrics=ToolMetrics(component="tool"),
+    )
+    assert _execute(service, "own_timeout", {}).error.category == "tool_error"  # type: ignore[union-attr]
+    not_json = _execute(service, "returns_object", {}).error
+    assert not_json is not None and "not JSON-serializable" in not_json.explanation
+    assert _execute(service, "inner_validation", {"n": 1}).error.category == "tool_error"  # type: ignore[union-attr]
+    assert _execute(service, "inner_validation", {}).error.category == "invalid_arguments"  # type: ignore[union-attr]
