@@ -52,7 +52,6 @@ from agent_operator.render import (
     ROLE_LABEL,
     WATCHED_LABEL,
     Desired,
-    component_name,
 )
 from agent_operator.settings import FIELD_MANAGER, OperatorSettings
 from agent_operator.status import (
@@ -67,6 +66,14 @@ from agent_operator.status import (
 log = logging.getLogger("agent_operator")
 
 AgentKey = tuple[str, str]  # namespace, name
+MANAGED_KINDS = (
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+)
 
 
 def _now() -> str:
@@ -88,6 +95,10 @@ class Operator:
         self._locks: dict[AgentKey, asyncio.Lock] = {}
         self._connector_locks: dict[AgentKey, asyncio.Lock] = {}
         self._path_locks: dict[str, asyncio.Lock] = {}
+        self._prime_locks: dict[str, asyncio.Lock] = {}
+        self._primed: set[str] = set()
+        self.bundle_maps: dict[AgentKey, set[str]] = {}  # bundle ConfigMaps per Agent
+        self.owned: dict[AgentKey, set[tuple[str, str, str, str]]] = {}  # memo keys per Agent
 
     def _lock(self, key: AgentKey) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -95,11 +106,17 @@ class Operator:
     # --- events from the watches -------------------------------------------------------------------------
 
     def forget_agent(self, key: AgentKey) -> None:
-        for store in (self.agents, self.outcomes, self.deployments, self.clean_bundles, self._locks):
+        for store in (
+            self.agents,
+            self.outcomes,
+            self.deployments,
+            self.clean_bundles,
+            self.bundle_maps,
+            self._locks,
+        ):
             store.pop(key, None)
-        self.applied = {
-            k: v for k, v in self.applied.items() if not (k[0] == key[0] and _owned_by(k[3], key[1]))
-        }
+        for memo_key in self.owned.pop(key, set()):
+            self.applied.pop(memo_key, None)
 
     def agents_using_connector(self, namespace: str, connector: str) -> list[AgentKey]:
         return [
@@ -138,9 +155,12 @@ class Operator:
         states = self.deployments.setdefault(key, {})
         if deleted:
             states.pop(component, None)
-        else:
-            states[component] = DeploymentState.from_body(body)
-            self.applied[(key[0], "apps/v1", "Deployment", meta["name"])] = states[component].applied_hash
+            self.applied.pop((key[0], "apps/v1", "Deployment", meta["name"]), None)
+            if key in self.agents:  # deleted behind our back: put it back
+                await self.reconcile_agent(key)
+            return
+        states[component] = DeploymentState.from_body(body)
+        self.applied[(key[0], "apps/v1", "Deployment", meta["name"])] = states[component].applied_hash
         if key in self.agents and key in self.outcomes:
             async with self._lock(key):
                 await self._write_status(key)
@@ -223,50 +243,66 @@ class Operator:
         keys = frozenset((body.get("data") or {}).keys()) | frozenset((body.get("stringData") or {}).keys())
         return SecretMeta(resource_version=body["metadata"].get("resourceVersion", ""), keys=keys)
 
+    async def _prime(self, ns: str) -> None:
+        """Learn every object this operator manages in `ns` with one LIST per kind (once per namespace),
+        so deciding whether to write needs no per-object read."""
+        async with self._prime_locks.setdefault(ns, asyncio.Lock()):
+            if ns in self._primed:
+                return
+            selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+            for api_version, kind in MANAGED_KINDS:
+                for item in await self.api.list(object_path(api_version, kind, ns), label_selector=selector):
+                    self._learn(ns, api_version, kind, item)
+            self._primed.add(ns)
+
+    def _learn(self, ns: str, api_version: str, kind: str, item: dict[str, Any]) -> None:
+        meta = item["metadata"]
+        labels = meta.get("labels") or {}
+        agent = labels.get(AGENT_LABEL, "")
+        role = labels.get(ROLE_LABEL)
+        self.owned.setdefault((ns, agent), set()).add((ns, api_version, kind, meta["name"]))
+        if role in ("bundle", "runtime-token"):
+            self.applied[(ns, api_version, kind, meta["name"])] = "created"
+            if role == "bundle":
+                self.bundle_maps.setdefault((ns, agent), set()).add(meta["name"])
+            return
+        self.applied[(ns, api_version, kind, meta["name"])] = (meta.get("annotations") or {}).get(
+            APPLIED_HASH, ""
+        )
+        if kind == "Deployment" and labels.get(COMPONENT_LABEL) in COMPONENTS:
+            self.deployments.setdefault((ns, agent), {})[labels[COMPONENT_LABEL]] = DeploymentState.from_body(
+                item
+            )
+
     async def _apply(self, key: AgentKey, objects: Iterable[Desired]) -> None:
+        """Write only what differs from what the namespace holds (primed by LIST, kept by our writes)."""
         ns = key[0]
+        await self._prime(ns)
         for desired in objects:
             manifest = desired.manifest
             api_version, kind, name = desired.key
             memo_key = (ns, api_version, kind, name)
-            path = object_path(api_version, kind, ns, name)
             want = "created" if desired.create_only else manifest["metadata"]["annotations"][APPLIED_HASH]
             if self.applied.get(memo_key) == want:
                 continue
-            live = await self.api.get(path)
-            if kind == "Deployment" and live is not None:
-                self.deployments.setdefault(key, {})[manifest["metadata"]["labels"][COMPONENT_LABEL]] = (
-                    DeploymentState.from_body(live)
-                )
             if desired.create_only:
-                if live is None:
-                    body = dict(manifest)
-                    if desired.generate_token:
-                        body["stringData"] = {"token": secrets.token_urlsafe(32)}
-                    await self.api.create(
-                        object_path(api_version, kind, ns), body, field_manager=FIELD_MANAGER
-                    )
-                self.applied[memo_key] = want
+                body = dict(manifest)
+                if desired.generate_token:
+                    body["stringData"] = {"token": secrets.token_urlsafe(32)}
+                await self.api.create(object_path(api_version, kind, ns), body, field_manager=FIELD_MANAGER)
+                self._learn(ns, api_version, kind, manifest)
                 continue
-            live_hash = ((live or {}).get("metadata", {}).get("annotations") or {}).get(APPLIED_HASH)
-            if live_hash != want:
-                result = await self.api.apply(path, manifest, field_manager=FIELD_MANAGER)
-                if kind == "Deployment":
-                    component = manifest["metadata"]["labels"][COMPONENT_LABEL]
-                    self.deployments.setdefault(key, {})[component] = DeploymentState.from_body(result)
-            self.applied[memo_key] = want
+            result = await self.api.apply(
+                object_path(api_version, kind, ns, name), manifest, field_manager=FIELD_MANAGER
+            )
+            self._learn(ns, api_version, kind, result)
 
     async def _collect_bundles(self, key: AgentKey, *, keep: set[str], digest: str) -> None:
         """Delete superseded bundle ConfigMaps that no ReplicaSet with pods still mounts."""
         if self.clean_bundles.get(key) == digest:
             return
         ns, agent = key
-        selector = f"{AGENT_LABEL}={agent},{ROLE_LABEL}=bundle"
-        stale = [
-            cm["metadata"]["name"]
-            for cm in await self.api.list(object_path("v1", "ConfigMap", ns), label_selector=selector)
-            if cm["metadata"]["name"] not in keep
-        ]
+        stale = sorted(self.bundle_maps.get(key, set()) - keep)
         if not stale:
             self.clean_bundles[key] = digest
             return
@@ -284,19 +320,13 @@ class Operator:
             if name not in in_use:
                 await self.api.delete(object_path("v1", "ConfigMap", ns, name))
                 self.applied.pop((ns, "v1", "ConfigMap", name), None)
+                self.bundle_maps[key].discard(name)
         if all(name not in in_use for name in stale):
             self.clean_bundles[key] = digest
 
-    async def _deployment_states(self, key: AgentKey, agent: Agent) -> dict[str, DeploymentState | None]:
-        states = self.deployments.setdefault(key, {})
-        enabled = ("aer", "tool", "memory") if agent.spec.components.memory.enabled else ("aer", "tool")
-        for component in enabled:
-            if component not in states:
-                live = await self.api.get(
-                    object_path("apps/v1", "Deployment", key[0], component_name(key[1], component))
-                )
-                if live is not None:
-                    states[component] = DeploymentState.from_body(live)
+    async def _deployment_states(self, key: AgentKey) -> dict[str, DeploymentState | None]:
+        await self._prime(key[0])  # afterwards the Deployment watch keeps these current
+        states = self.deployments.get(key, {})
         return {c: states.get(c) for c in COMPONENTS}
 
     async def _write_status(self, key: AgentKey) -> None:
@@ -306,7 +336,7 @@ class Operator:
             return
         agent = Agent.from_body(body)
         previous = body.get("status") or {}
-        deployments = await self._deployment_states(key, agent)
+        deployments = await self._deployment_states(key)
         status = agent_status(
             generation=agent.meta.generation,
             previous=previous,
@@ -405,10 +435,6 @@ class Operator:
             )
         except ApiError as exc:  # an Event is best effort; the condition already says it
             log.warning("could not post event", extra={"reason": reason, "error": exc.message})
-
-
-def _owned_by(child: str, agent: str) -> bool:
-    return child.startswith(f"{agent}-")
 
 
 def _connector_refs(body: dict[str, Any], kind: str) -> set[str]:
