@@ -713,16 +713,20 @@ def _up(args: argparse.Namespace) -> int:
             cwd=REPO_ROOT,
         )
     deadline = time.monotonic() + 180
-    while not state_file.exists():
-        if serve.poll() is not None or time.monotonic() > deadline:
-            if serve.poll() is None:
-                os.killpg(serve.pid, signal.SIGTERM)
-            print(
-                f"control plane did not start; log: {log_path}\n{log_path.read_text()[-6000:]}",
-                file=sys.stderr,
-            )
-            return 1
-        time.sleep(0.2)
+    try:
+        while not state_file.exists():
+            if serve.poll() is not None or time.monotonic() > deadline:
+                print(
+                    f"control plane did not start; log: {log_path}\n{log_path.read_text()[-6000:]}",
+                    file=sys.stderr,
+                )
+                return 1
+            time.sleep(0.2)
+    finally:
+        if not state_file.exists() and serve.poll() is None:
+            # Interrupted or timed out before it was up: nobody could `down` it, so stop it here.
+            os.kill(serve.pid, signal.SIGTERM)
+            serve.wait(timeout=30)
     state = json.loads(state_file.read_text())
     print(f"control plane up in {state['startup_seconds']}s: {state['server']}")
     print(f"kubectl and helm: {state['bin_dir']}")
