@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -21,6 +24,9 @@ class ToolMetrics:
 
     def __init__(self, *, component: str, known_tools: frozenset[str] = frozenset()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # The process's CPU, memory, file descriptors and GC, as the default registry would expose them.
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
         self._component = component
         # Tool names come from callers; only known ones become label values, so cardinality stays bounded.
         self._known_tools = known_tools

@@ -18,3 +18,4 @@ def test_calls_errors_latency_and_in_flight() -> None:
     assert 'agent_runtime_tool_call_duration_seconds_count{component="tool",tool="get_pet"} 1.0' in body
     assert 'agent_runtime_tool_calls_in_flight{component="tool"} 0.0' in body
     assert "rm -rf" not in body  # caller-supplied names never become label values
+    assert "process_cpu_seconds_total" in body and "python_info" in body
