@@ -1,0 +1,168 @@
+"""The Helm chart against the real control plane: lint, schema, dry-run, install, run, uninstall."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster.controlplane import ControlPlane
+from tests.conftest import free_port
+from tests.install_flow import (
+    CHART,
+    OUR_KINDS,
+    RELEASE,
+    Kube,
+    StepFailed,
+    apply_example,
+    eventually,
+    helm_install,
+    helm_uninstall,
+    helm_values_args,
+    owned_objects,
+    release_leftovers,
+    wait_agent_ready,
+)
+
+NON_DEFAULT_VALUES: dict[str, str] = {
+    "image.operator.repository": "registry.example.com/platform/agent-engine-operator",
+    "image.operator.tag": "1.2.3",
+    "image.operator.pullPolicy": "Always",
+    "image.runtime.repository": "registry.example.com/platform/agent-engine-runtime",
+    "image.pullSecrets[0].name": "regcred",
+    "operator.replicas": "2",
+    "operator.logFormat": "text",
+    "operator.resources.limits.memory": "512Mi",
+    "operator.nodeSelector.kubernetes\\.io/os": "linux",
+    "operator.tolerations[0].key": "dedicated",
+    "operator.tolerations[0].operator": "Exists",
+    "operator.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+    ".matchExpressions[0].key": "kubernetes.io/arch",
+    "operator.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+    ".matchExpressions[0].operator": "Exists",
+    "commonLabels.team": "platform",
+    "commonAnnotations.owner": "platform-team",
+    "serviceAccount.annotations.example\\.com/role": "operator",
+}
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: ControlPlane) -> Kube:
+    return Kube(bin_dir=cluster.bin_dir, env=cluster.env())
+
+
+def _documents(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_helm_lint_is_clean_with_default_and_other_values(kube: Kube) -> None:
+    for values in ({}, NON_DEFAULT_VALUES, {"operator.watchNamespaces": "{team-a,team-b}"}):
+        out = kube.helm("lint", "--strict", str(CHART), *helm_values_args(values))
+        assert "0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"operator.replicas": "0"}, "/operator/replicas"),
+        ({"operator.logFormat": "xml"}, "/operator/logFormat"),
+        ({"image.operator.repository": "Not A Repo"}, "/image/operator/repository"),
+        ({"operator.watchNamespaces": "{Bad_NS}"}, "/operator/watchNamespaces/0"),
+        ({"operator.unknownKnob": "1"}, "unknownKnob"),
+    ],
+)
+def test_values_schema_rejects_wrong_values_naming_the_field(kube: Kube, values: dict, named: str) -> None:
+    with pytest.raises(StepFailed) as failure:
+        kube.helm("template", RELEASE, str(CHART), *helm_values_args(values))
+    assert named in str(failure.value)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{}, NON_DEFAULT_VALUES, {"operator.watchNamespaces": "{dry-a,dry-b}", "operator.replicas": "3"}],
+    ids=["default", "non-default", "namespaced"],
+)
+def test_rendered_objects_pass_server_side_dry_run(kube: Kube, values: dict[str, str]) -> None:
+    namespace = f"dry-{uuid.uuid4().hex[:6]}"
+    rendered = _documents(
+        kube.helm(
+            "template",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--include-crds",
+            *helm_values_args(values),
+        )
+    )
+    crds = [doc for doc in rendered if doc["kind"] == "CustomResourceDefinition"]
+    others = [doc for doc in rendered if doc["kind"] != "CustomResourceDefinition"]
+    assert {doc["metadata"]["name"] for doc in crds} >= set(OUR_KINDS)
+    # CRDs for real (the peering objects need their types), namespaces for real, then the dry run.
+    kube.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(crds))
+    for ns in {namespace, *(doc["metadata"].get("namespace") for doc in others)} - {None}:
+        kube.kubectl("create", "namespace", ns, check=False)
+    out = kube.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(others)
+    )
+    assert out.count("(server dry run)") == len(others)
+    deployment = next(doc for doc in others if doc["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    if values is NON_DEFAULT_VALUES:
+        assert container["image"] == "registry.example.com/platform/agent-engine-operator:1.2.3"
+        assert deployment["spec"]["replicas"] == 2
+        assert deployment["metadata"]["labels"]["team"] == "platform"
+
+
+def test_rbac_has_no_wildcards(kube: Kube) -> None:
+    for values in ({}, {"operator.watchNamespaces": "{a,b}", "operator.replicas": "2"}):
+        for doc in _documents(kube.helm("template", RELEASE, str(CHART), *helm_values_args(values))):
+            for rule in doc.get("rules", []):
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"], (doc["kind"], rule)
+
+
+@pytest.fixture
+def operator_namespace(kube: Kube) -> Iterator[str]:
+    name = f"ae-system-{uuid.uuid4().hex[:6]}"
+    yield name
+    kube.helm("uninstall", RELEASE, "--namespace", name, check=False)
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_install_then_operator_with_chart_identity_makes_example_ready_then_uninstall(
+    kube: Kube, cluster: ControlPlane, cluster_namespace: str, operator_namespace: str, spawn
+) -> None:
+    app_ns = cluster_namespace
+    helm_install(kube, namespace=operator_namespace, values={"operator.watchNamespaces": f"{{{app_ns}}}"})
+    deployment = kube.get_json("deployment", "agent-engine-operator", "--namespace", operator_namespace)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    # Run the operator here, as the chart's Deployment would: its env and its ServiceAccount's token.
+    sa_kubeconfig = cluster.service_account_kubeconfig(
+        namespace=operator_namespace, name=pod_spec["serviceAccountName"]
+    )
+    env = {e["name"]: e["value"] for e in pod_spec["containers"][0]["env"]}
+    env |= {
+        "KUBECONFIG": str(sa_kubeconfig),
+        "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{free_port()}/healthz",
+        "PATH": kube.env["PATH"],
+        "HOME": kube.env.get("HOME", "/tmp"),
+    }
+    operator = spawn([sys.executable, "-m", "agent_operator"], env=env, name="operator")
+
+    apply_example(kube, namespace=app_ns, files=("provider.yaml", "echo-agent.yaml"))
+    agent = wait_agent_ready(kube, namespace=app_ns, timeout=120)
+    assert agent["status"]["bundle"]["toolCount"] == 2
+    assert "forbidden" not in operator.output().lower()
+
+    kube.kubectl("delete", "agent", "echo-agent", "--namespace", app_ns, "--wait=true")
+    eventually("the Agent's objects garbage-collected", lambda: not owned_objects(kube, namespace=app_ns))
+    operator.stop()
+    helm_uninstall(kube, namespace=operator_namespace)
+    assert release_leftovers(kube, namespace=operator_namespace) == []
+    # Helm keeps CRDs it installed from crds/ (its CRD policy); everything else of ours is gone.
+    for crd in OUR_KINDS:
+        kube.kubectl("get", "crd", crd)
