@@ -3,7 +3,9 @@
 The provider runs in its own process. Calls alternate in blocks between the bare client and the
 executor so that drift on a shared machine hits both alike. Prints p50/p90 per call for each and the
 difference (the executor's overhead: request plan application, budget bookkeeping, capped streaming
-read, JSON decode), then the same for the async path, then per-call request building alone.
+read, JSON decode), then per-call request building alone, then the async path against both a bare
+httpx.AsyncClient and a bare aiohttp session (aexecute runs httpx over an aiohttp transport), and async
+throughput with concurrent callers.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import aiohttp
 import httpx
 
 from agent_runtime.connectors import ConnectorExecutor, ToolYaml, compile_catalog, materialize_connector
@@ -22,6 +25,8 @@ from tests.conftest import free_port, wait_for_port
 CALLS = 3000
 BLOCK = 100
 WARMUP = 300
+CONCURRENT = 32
+RATE_SECONDS = 3.0
 CREDENTIAL = "bench-provider-credential"
 DOCUMENT = {
     "openapi": "3.0.3",
@@ -79,6 +84,21 @@ async def _interleaved_async(a, b) -> tuple[list[float], list[float]]:  # type: 
     return samples_a, samples_b
 
 
+async def _rate(call) -> float:  # type: ignore[no-untyped-def]
+    done = 0
+    stop_at = time.perf_counter() + RATE_SECONDS
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await call()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENT)))
+    return done / (time.perf_counter() - started)
+
+
 def _report(label: str, bare: list[float], ours: list[float]) -> float:
     bare50, ours50 = _percentile(bare, 0.5) * 1e3, _percentile(ours, 0.5) * 1e3
     bare90, ours90 = _percentile(bare, 0.9) * 1e3, _percentile(ours, 0.9) * 1e3
@@ -129,24 +149,63 @@ def main() -> None:
             building_us = (time.perf_counter() - started) / 20_000 * 1e6
         print(f"request building alone (prepare): {building_us:.1f} us per call")
 
-        async def run_async() -> float:
-            async with httpx.AsyncClient() as aclient, ConnectorExecutor(connector) as aexecutor:
+        async def run_async() -> tuple[float, float]:
+            async with (
+                httpx.AsyncClient() as aclient,
+                aiohttp.ClientSession() as session,
+                ConnectorExecutor(connector) as aexecutor,
+            ):
 
-                async def bare_call() -> None:
+                async def bare_httpx() -> None:
                     await aclient.get(url, headers=headers)
+
+                async def bare_aiohttp() -> None:
+                    async with session.get(url, headers=headers) as response:
+                        await response.read()
 
                 async def our_call() -> None:
                     await aexecutor.aexecute("echo_getItem", arguments, env=env)
 
-                abare, aours = await _interleaved_async(bare_call, our_call)
-                return _report("async", abare, aours)
+                abare, aours = await _interleaved_async(bare_httpx, our_call)
+                vs_httpx = _report("async vs bare httpx.AsyncClient", abare, aours)
+                abare, aours = await _interleaved_async(bare_aiohttp, our_call)
+                vs_aiohttp = _report("async vs bare aiohttp (the transport under aexecute)", abare, aours)
+                return vs_httpx, vs_aiohttp
 
-        async_overhead = asyncio.run(run_async())
+        async_overhead, transport_overhead = asyncio.run(run_async())
+
+        async def throughput() -> tuple[float, float, float]:
+            async with (
+                httpx.AsyncClient(limits=httpx.Limits(max_connections=200)) as aclient,
+                aiohttp.ClientSession() as session,
+                ConnectorExecutor(connector) as aexecutor,
+            ):
+
+                async def bare_httpx() -> None:
+                    await aclient.get(url, headers=headers)
+
+                async def bare_aiohttp() -> None:
+                    async with session.get(url, headers=headers) as response:
+                        await response.read()
+
+                async def our_call() -> None:
+                    await aexecutor.aexecute("echo_getItem", arguments, env=env)
+
+                return await _rate(bare_httpx), await _rate(bare_aiohttp), await _rate(our_call)
+
+        httpx_rate, aiohttp_rate, our_rate = asyncio.run(throughput())
+        print(
+            f"async throughput, {CONCURRENT} concurrent callers for {RATE_SECONDS:g} s each: "
+            f"bare httpx.AsyncClient {httpx_rate:.0f} calls/s, bare aiohttp {aiohttp_rate:.0f} calls/s, "
+            f"executor.aexecute {our_rate:.0f} calls/s ({our_rate / httpx_rate:.1f}x httpx, "
+            f"{our_rate / aiohttp_rate:.2f}x aiohttp; one loopback provider process shares the 2 cores)"
+        )
         target = 0.3
         verdict = "met" if sync_overhead < target else "MISSED"
         print(
-            f"target: p50 overhead < {target} ms -> {verdict} (sync {sync_overhead:.3f} ms, "
-            f"async {async_overhead:.3f} ms; median of bare sync {statistics.median(bare) * 1e3:.3f} ms)"
+            f"target: p50 overhead < {target} ms -> {verdict} (sync {sync_overhead:.3f} ms; async "
+            f"{async_overhead:.3f} ms vs httpx, {transport_overhead:.3f} ms vs aiohttp; "
+            f"median of bare sync {statistics.median(bare) * 1e3:.3f} ms)"
         )
     finally:
         provider.terminate()

@@ -8,6 +8,7 @@ holds only the base URL and path template.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.cookiejar
 import json
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from agent_runtime.connectors.async_client import AioResponse, new_session, send
 from agent_runtime.connectors.definitions import ToolDefinitions
 from agent_runtime.connectors.errors import ConnectorError, UnknownToolError
 from agent_runtime.connectors.policy import (
@@ -86,8 +88,8 @@ class ConnectorExecutor:
         }
         self._path_credential = definitions.auth is not None and definitions.auth.type == "path"
         self._client: httpx.Client | None = None
-        self._aclient: httpx.AsyncClient | None = None
-        self._aloop: asyncio.AbstractEventLoop | None = None
+        # An async pool belongs to the event loop it runs on: one per loop.
+        self._sessions: dict[asyncio.AbstractEventLoop, Any] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._inflight = 0
@@ -116,25 +118,29 @@ class ConnectorExecutor:
             while self._inflight:
                 self._idle.wait()
             client, self._client = self._client, None
-            aclient, self._aclient = self._aclient, None
+            sessions, self._sessions = self._sessions, {}
         if client is not None:
             client.close()
-        # An AsyncClient's connections belong to its event loop, which can only close them: use aclose()
-        # from async code. Here it is only dropped.
-        del aclient
+        # Async pools can only be closed by their own loops (aclose() does that for the running one).
+        for session in sessions.values():
+            _abandon(session)
 
     async def aclose(self) -> None:
+        """Like close(), awaiting in-flight calls; closes this loop's pool properly."""
         with self._lock:
             self._closed = True
         while True:
             with self._lock:
                 if not self._inflight:
                     client, self._client = self._client, None
-                    aclient, self._aclient = self._aclient, None
+                    sessions, self._sessions = self._sessions, {}
                     break
             await asyncio.sleep(0.005)
-        if aclient is not None:
-            await aclient.aclose()
+        current = sessions.pop(asyncio.get_running_loop(), None)
+        if current is not None:
+            await current.close()
+        for session in sessions.values():
+            _abandon(session)
         if client is not None:
             client.close()
 
@@ -162,27 +168,24 @@ class ConnectorExecutor:
                 if self._client is None:
                     self._client = httpx.Client(
                         follow_redirects=False,
+                        trust_env=False,
                         cookies=_no_cookies(),
                         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
                     )
                 client = self._client
         return client
 
-    def _async_client(self) -> httpx.AsyncClient:
+    def _async_session(self) -> Any:
         loop = asyncio.get_running_loop()
-        client = self._aclient
-        if client is None or self._aloop is not loop:
+        session = self._sessions.get(loop)
+        if session is None:
             with self._lock:
-                if self._aclient is None or self._aloop is not loop:
-                    # A client is bound to the loop it first ran on; another loop gets its own.
-                    self._aloop = loop
-                    self._aclient = httpx.AsyncClient(
-                        follow_redirects=False,
-                        cookies=_no_cookies(),
-                        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-                    )
-                client = self._aclient
-        return client
+                session = self._sessions.get(loop)
+                if session is None:
+                    for gone in [old for old in self._sessions if old.is_closed()]:
+                        _abandon(self._sessions.pop(gone))
+                    session = self._sessions[loop] = new_session(max_connections=200)
+        return session
 
     # -- calls -----------------------------------------------------------------------------------------
 
@@ -246,7 +249,7 @@ class ConnectorExecutor:
                 )
                 if step.kind == "done":
                     data, truncated = _read_sync(response.iter_bytes(), deadline, MAX_RESPONSE_BYTES)
-                    return _tool_response(response, data, truncated)
+                    return _tool_response(response, data, truncated, method=method)
                 if step.kind == "error":
                     limit = MAX_ERROR_BODY_BYTES + _longest(prepared.secrets)
                     kept = _read_error_sync(response.iter_bytes(), deadline, limit)
@@ -266,22 +269,26 @@ class ConnectorExecutor:
                 raise error
 
     async def _run_async(self, prepared: PreparedRequest) -> ToolResponse:
-        client = self._async_client()
+        session = self._async_session()
         deadline = time.monotonic() + self._budget_s
         method, url, content, headers = prepared.method, prepared.url, prepared.content, prepared.headers
         attempt = redirects = 0
         while True:
-            request = httpx.Request(
-                method, url, headers=headers, content=content, extensions=_timeouts(deadline)
+            response = await send(
+                session,
+                method=method,
+                url=url,
+                headers=headers,
+                content=content,
+                timeout_s=_remaining(deadline),
             )
-            response = await client.send(request, stream=True)
             try:
                 step = self._decide(
                     response, method=method, url=url, attempt=attempt, redirects=redirects, deadline=deadline
                 )
                 if step.kind == "done":
                     data, truncated = await _read_async(response.aiter_bytes(), deadline, MAX_RESPONSE_BYTES)
-                    return _tool_response(response, data, truncated)
+                    return _tool_response(response, data, truncated, method=method)
                 if step.kind == "error":
                     limit = MAX_ERROR_BODY_BYTES + _longest(prepared.secrets)
                     kept = await _read_error_async(response.aiter_bytes(), deadline, limit)
@@ -302,7 +309,7 @@ class ConnectorExecutor:
 
     def _decide(
         self,
-        response: httpx.Response,
+        response: httpx.Response | AioResponse,
         *,
         method: str,
         url: str,
@@ -338,11 +345,25 @@ _REFUSE = _Step("refused")
 _REFUSED = "redirect refused: the connector follows redirects only to its own origin"
 
 
-def _timeouts(deadline: float) -> dict[str, Any]:
+def _remaining(deadline: float) -> float:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise _BudgetExceeded("tool call exceeded its time budget")
+    return remaining
+
+
+def _timeouts(deadline: float) -> dict[str, Any]:
+    remaining = _remaining(deadline)
     return {"timeout": {"connect": remaining, "read": remaining, "write": remaining, "pool": remaining}}
+
+
+def _abandon(session: Any) -> None:
+    """Release an aiohttp pool whose event loop is gone (or not running here): no awaiting, no I/O."""
+    connector = session.connector
+    session.detach()  # marks the session closed without I/O
+    if connector is not None:
+        with contextlib.suppress(Exception):
+            connector._close()  # the synchronous part of closing; on a closed loop it only marks it closed
 
 
 def _read_sync(chunks: Iterator[bytes], deadline: float, cap: int) -> tuple[bytes, bool]:
@@ -399,11 +420,13 @@ def _without_body_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k not in ("content-type", "content-length")}
 
 
-def _tool_response(response: httpx.Response, data: bytes, truncated: bool) -> ToolResponse:
+def _tool_response(
+    response: httpx.Response | AioResponse, data: bytes, truncated: bool, *, method: str
+) -> ToolResponse:
     content_type = response.headers.get("content-type")
     body: Any
     if not data:
-        body = None if response.request.method == "HEAD" or response.status_code == 204 else ""
+        body = None if method == "HEAD" or response.status_code == 204 else ""
     elif content_type and not truncated and _is_json(content_type):
         try:
             body = json.loads(data)
@@ -422,7 +445,12 @@ def _is_json(content_type: str) -> bool:
 
 
 def _status_error(
-    prepared: PreparedRequest, response: httpx.Response, kept: bytes, *, method: str, reason: str
+    prepared: PreparedRequest,
+    response: httpx.Response | AioResponse,
+    kept: bytes,
+    *,
+    method: str,
+    reason: str,
 ) -> httpx.HTTPStatusError:
     """A fresh error: safe request (no query, no credential), safe headers, at most 4 KB of redacted body."""
     safe_request = httpx.Request(method, prepared.safe_url)

@@ -6,6 +6,8 @@ import email.utils
 import time
 from urllib.parse import urljoin
 
+import httpx
+
 from agent_runtime.connectors.wire import origin_of
 
 CALL_BUDGET_S = 30.0
@@ -57,4 +59,6 @@ def redirect_method(method: str, status: int) -> str:
 def same_origin_target(current_url: str, location: str) -> str | None:
     """The absolute redirect target when it stays on the current origin, else None."""
     target = urljoin(current_url, location.strip())
-    return target if origin_of(target) == origin_of(current_url) else None
+    if origin_of(target) != origin_of(current_url):
+        return None
+    return str(httpx.URL(target))  # percent-encoded as it goes on the wire, whatever the Location held

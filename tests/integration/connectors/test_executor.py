@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
 
-from agent_runtime.connectors import ConnectorExecutor, ToolArgumentError, classify_tool_api_error
+from agent_runtime.connectors import (
+    ConnectorExecutor,
+    ToolArgumentError,
+    ToolDefinitions,
+    ToolResponse,
+    classify_tool_api_error,
+)
 from tests.conftest import free_port
 from tests.integration.connectors.provider_connector import provider_connector
 from tests.providers.echo_provider import RunningProvider, running_echo_provider
@@ -32,17 +40,57 @@ def other_origin() -> Iterator[RunningProvider]:
         yield running
 
 
+class _AsyncFacade:
+    """`execute` through `aexecute` on one event loop, so each test runs against both paths."""
+
+    def __init__(self, executor: Any) -> None:
+        self._executor = executor
+        self._runner = asyncio.Runner()
+        self.definitions = executor.definitions
+
+    def execute(
+        self, tool: str, arguments: dict[str, Any], env: dict[str, str] | None = None
+    ) -> ToolResponse:
+        return self._runner.run(self._executor.aexecute(tool, arguments, env=env))
+
+    def close(self) -> None:
+        self._runner.run(self._executor.aclose())
+        self._runner.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def make(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    made: list[Any] = []
+
+    def _make(connector: ToolDefinitions, **options: Any) -> Any:
+        executor = ConnectorExecutor(connector, **options)
+        facade = executor if request.param == "sync" else _AsyncFacade(executor)
+        made.append(facade)
+        return facade
+
+    yield _make
+    for facade in made:
+        facade.close()
+
+
 @pytest.fixture
-def executor(provider: RunningProvider) -> Iterator[ConnectorExecutor]:
-    with ConnectorExecutor(provider_connector(provider.url)) as running:
-        yield running
+def executor(provider: RunningProvider, make: Callable[..., Any]) -> Any:
+    return make(provider_connector(provider.url))
+
+
+_SERIAL = itertools.count()
+
+
+def _unique(name: str) -> str:
+    """A flaky-route key no other test (or other mode of this test) has used on the shared provider."""
+    return f"{name}-{next(_SERIAL)}"
 
 
 def _hits(provider: RunningProvider, key: str) -> int:
     return httpx.get(f"{provider.url}/hits/{key}").json()["hits"]
 
 
-def test_path_query_header_and_credential_reach_the_provider(executor: ConnectorExecutor) -> None:
+def test_path_query_header_and_credential_reach_the_provider(executor: Any) -> None:
     response = executor.execute(
         "echo_getItem",
         {"itemId": "a b/c", "filter": {"state": "open"}, "tags": ["x", "y"], "X-Trace": "t1", "ignored": 1},
@@ -57,14 +105,14 @@ def test_path_query_header_and_credential_reach_the_provider(executor: Connector
     assert echo["headers"]["authorization"] == f"Bearer {SECRET}"
 
 
-def test_dot_segments_in_path_arguments_cannot_reach_other_operations(executor: ConnectorExecutor) -> None:
+def test_dot_segments_in_path_arguments_cannot_reach_other_operations(executor: Any) -> None:
     echo = executor.execute("echo_getItem", {"itemId": ".."}, env=ENV).body
     assert echo["raw_path"] == "/echo/items/%2E%2E"
     with pytest.raises(ToolArgumentError, match="empty"):
         executor.execute("echo_getItem", {"itemId": ""}, env=ENV)
 
 
-def test_json_bodies_mapped_and_wrapped(executor: ConnectorExecutor) -> None:
+def test_json_bodies_mapped_and_wrapped(executor: Any) -> None:
     created = executor.execute("echo_createItem", {"title": "t", "extra": {"k": [1, None]}}, env=ENV).body
     assert created["json"] == {"title": "t", "extra": {"k": [1, None]}}
     documents = [{"anything": {"nested": True}}, {"b": 2}]
@@ -72,16 +120,14 @@ def test_json_bodies_mapped_and_wrapped(executor: ConnectorExecutor) -> None:
     assert put["method"] == "PUT" and put["json"] == documents
 
 
-def test_missing_required_argument_sends_nothing(
-    executor: ConnectorExecutor, provider: RunningProvider
-) -> None:
+def test_missing_required_argument_sends_nothing(executor: Any, provider: RunningProvider) -> None:
     with pytest.raises(ToolArgumentError, match="key"):
         executor.execute("echo_flakyGet", {"fail": "0"}, env=ENV)
     with pytest.raises(ToolArgumentError, match="title"):
         executor.execute("echo_createItem", {}, env=ENV)
 
 
-def test_same_origin_redirects_are_followed(executor: ConnectorExecutor) -> None:
+def test_same_origin_redirects_are_followed(executor: Any) -> None:
     response = executor.execute("echo_redirectGet", {"to": "/echo/landed?x=1", "status": "302"}, env=ENV)
     assert response.body["path"] == "/echo/landed"
     assert response.body["headers"]["authorization"] == f"Bearer {SECRET}"
@@ -89,84 +135,86 @@ def test_same_origin_redirects_are_followed(executor: ConnectorExecutor) -> None
     assert see_other.body["method"] == "GET"
 
 
-def test_cross_origin_redirects_are_refused(
-    executor: ConnectorExecutor, other_origin: RunningProvider
-) -> None:
-    target = f"{other_origin.url}/flaky/cross?fail=0"
+def test_cross_origin_redirects_are_refused(executor: Any, other_origin: RunningProvider) -> None:
+    key_cross = _unique("cross")
+    target = f"{other_origin.url}/flaky/{key_cross}?fail=0"
     with pytest.raises(httpx.HTTPStatusError) as caught:
         executor.execute("echo_redirectGet", {"to": target, "status": "302"}, env=ENV)
     assert caught.value.response.status_code == 302
     assert "location" not in caught.value.response.headers
     assert "other" not in str(caught.value) and str(other_origin.port) not in str(caught.value)
-    assert _hits(other_origin, "cross") == 0
+    assert _hits(other_origin, key_cross) == 0
     assert classify_tool_api_error(caught.value).category == "client_error"
 
 
-def test_a_path_credential_connector_rejects_every_redirect(provider: RunningProvider) -> None:
+def test_a_path_credential_connector_rejects_every_redirect(
+    provider: RunningProvider, make: Callable[..., Any]
+) -> None:
     connector = provider_connector(provider.url, auth={"type": "path", "env": "ECHO_TOKEN", "name": "key"})
-    with ConnectorExecutor(connector) as executor, pytest.raises(httpx.HTTPStatusError) as caught:
+    executor = make(connector)
+    with pytest.raises(httpx.HTTPStatusError) as caught:
         executor.execute("echo_redirectGet", {"to": "/echo/same-origin"}, env=ENV)
     assert caught.value.response.status_code == 302
-    with ConnectorExecutor(connector) as executor:
-        echoed = executor.execute("echo_flakyGet", {"fail": "0"}, env=ENV).body
+    echoed = executor.execute("echo_flakyGet", {"fail": "0"}, env=ENV).body
     assert echoed["path"] == f"/flaky/{SECRET}"
     flaky = next(t for t in connector.tools if t.name == "echo_flakyGet")
     assert "key" not in flaky.input_schema["properties"]
 
 
-def test_get_retries_429_and_503_honouring_retry_after(
-    executor: ConnectorExecutor, provider: RunningProvider
-) -> None:
+def test_get_retries_429_and_503_honouring_retry_after(executor: Any, provider: RunningProvider) -> None:
+    key_r429 = _unique("r429")
+    key_r503 = _unique("r503")
+    key_r_many = _unique("r_many")
     response = executor.execute(
-        "echo_flakyGet", {"key": "r429", "fail": "1", "status": "429", "retry_after": "1"}, env=ENV
+        "echo_flakyGet", {"key": key_r429, "fail": "1", "status": "429", "retry_after": "1"}, env=ENV
     )
-    assert response.status_code == 200 and _hits(provider, "r429") == 2
+    assert response.status_code == 200 and _hits(provider, key_r429) == 2
     response = executor.execute(
-        "echo_flakyGet", {"key": "r503", "fail": "3", "status": "503", "retry_after": "0"}, env=ENV
+        "echo_flakyGet", {"key": key_r503, "fail": "3", "status": "503", "retry_after": "0"}, env=ENV
     )
     assert response.body["hits"] == 4
     with pytest.raises(httpx.HTTPStatusError) as caught:
         executor.execute(
-            "echo_flakyGet", {"key": "r-many", "fail": "9", "status": "503", "retry_after": "0"}, env=ENV
+            "echo_flakyGet", {"key": key_r_many, "fail": "9", "status": "503", "retry_after": "0"}, env=ENV
         )
-    assert caught.value.response.status_code == 503 and _hits(provider, "r-many") == 4
+    assert caught.value.response.status_code == 503 and _hits(provider, key_r_many) == 4
 
 
-def test_retry_after_as_an_http_date_is_honoured(
-    executor: ConnectorExecutor, provider: RunningProvider
-) -> None:
+def test_retry_after_as_an_http_date_is_honoured(executor: Any, provider: RunningProvider) -> None:
+    key_date = _unique("date")
     when = email.utils.formatdate(time.time() + 1, usegmt=True)
     response = executor.execute(
-        "echo_flakyGet", {"key": "date", "fail": "1", "status": "503", "retry_after": when}, env=ENV
+        "echo_flakyGet", {"key": key_date, "fail": "1", "status": "503", "retry_after": when}, env=ENV
     )
-    assert response.status_code == 200 and _hits(provider, "date") == 2
+    assert response.status_code == 200 and _hits(provider, key_date) == 2
 
 
-def test_post_and_other_statuses_are_not_retried(
-    executor: ConnectorExecutor, provider: RunningProvider
+def test_post_and_other_statuses_are_not_retried(executor: Any, provider: RunningProvider) -> None:
+    key_post = _unique("post")
+    key_s500 = _unique("s500")
+    with pytest.raises(httpx.HTTPStatusError):
+        executor.execute("echo_flakyPost", {"key": key_post, "fail": "1", "status": "503"}, env=ENV)
+    assert _hits(provider, key_post) == 1
+    with pytest.raises(httpx.HTTPStatusError):
+        executor.execute("echo_flakyGet", {"key": key_s500, "fail": "1", "status": "500"}, env=ENV)
+    assert _hits(provider, key_s500) == 1
+
+
+def test_a_retry_wait_beyond_the_budget_fails_now(
+    provider: RunningProvider, make: Callable[..., Any]
 ) -> None:
-    with pytest.raises(httpx.HTTPStatusError):
-        executor.execute("echo_flakyPost", {"key": "post", "fail": "1", "status": "503"}, env=ENV)
-    assert _hits(provider, "post") == 1
-    with pytest.raises(httpx.HTTPStatusError):
-        executor.execute("echo_flakyGet", {"key": "s500", "fail": "1", "status": "500"}, env=ENV)
-    assert _hits(provider, "s500") == 1
-
-
-def test_a_retry_wait_beyond_the_budget_fails_now(provider: RunningProvider) -> None:
-    with (
-        ConnectorExecutor(provider_connector(provider.url), budget_s=2) as executor,
-        pytest.raises(httpx.HTTPStatusError) as caught,
-    ):
+    key_long = _unique("long")
+    executor = make(provider_connector(provider.url), budget_s=2)
+    with pytest.raises(httpx.HTTPStatusError) as caught:
         executor.execute(
-            "echo_flakyGet", {"key": "long", "fail": "1", "status": "429", "retry_after": "25"}, env=ENV
+            "echo_flakyGet", {"key": key_long, "fail": "1", "status": "429", "retry_after": "25"}, env=ENV
         )
     assert caught.value.response.headers["retry-after"] == "25"
     assert classify_tool_api_error(caught.value).category == "rate_limited"
-    assert _hits(provider, "long") == 1
+    assert _hits(provider, key_long) == 1
 
 
-def test_responses_are_capped_and_marked_truncated(executor: ConnectorExecutor) -> None:
+def test_responses_are_capped_and_marked_truncated(executor: Any) -> None:
     text = executor.execute("echo_big", {"size": "300000"}, env=ENV)
     assert text.truncated is True and len(text.body) == 200_000
     small = executor.execute("echo_big", {"size": "200000"}, env=ENV)
@@ -177,17 +225,19 @@ def test_responses_are_capped_and_marked_truncated(executor: ConnectorExecutor) 
     assert endless.truncated is True and len(endless.body) == 200_000
 
 
-def test_one_budget_covers_slow_bodies_and_stalls(provider: RunningProvider) -> None:
-    with ConnectorExecutor(provider_connector(provider.url), budget_s=1.0) as executor:
-        with pytest.raises(httpx.TimeoutException):
-            executor.execute("echo_slow", {"delay": "0.3", "chunks": "10"}, env=ENV)
-        with pytest.raises(httpx.TimeoutException) as caught:
-            executor.execute("echo_stall", {"delay": "3"}, env=ENV)
+def test_one_budget_covers_slow_bodies_and_stalls(
+    provider: RunningProvider, make: Callable[..., Any]
+) -> None:
+    executor = make(provider_connector(provider.url), budget_s=1.0)
+    with pytest.raises(httpx.TimeoutException):
+        executor.execute("echo_slow", {"delay": "0.3", "chunks": "10"}, env=ENV)
+    with pytest.raises(httpx.TimeoutException) as caught:
+        executor.execute("echo_stall", {"delay": "3"}, env=ENV)
     assert classify_tool_api_error(caught.value).category == "timeout"
     assert "authorization" not in caught.value.request.headers
 
 
-def test_error_bodies_keep_4kb_without_the_credential(executor: ConnectorExecutor) -> None:
+def test_error_bodies_keep_4kb_without_the_credential(executor: Any) -> None:
     with pytest.raises(httpx.HTTPStatusError) as caught:
         executor.execute("echo_leak", {"code": 401}, env=ENV)
     error = caught.value
@@ -205,19 +255,20 @@ def test_error_bodies_keep_4kb_without_the_credential(executor: ConnectorExecuto
     assert len(big.value.response.content) == 4096
 
 
-def test_query_credentials_never_leave_in_errors(provider: RunningProvider) -> None:
+def test_query_credentials_never_leave_in_errors(provider: RunningProvider, make: Callable[..., Any]) -> None:
     connector = provider_connector(
         provider.url, auth={"type": "api_key", "env": "ECHO_TOKEN", "in": "query", "name": "key"}
     )
-    with ConnectorExecutor(connector) as executor, pytest.raises(httpx.HTTPStatusError) as caught:
+    executor = make(connector)
+    with pytest.raises(httpx.HTTPStatusError) as caught:
         executor.execute("echo_leak", {"code": 403}, env=ENV)
     assert SECRET not in caught.value.response.text
     assert caught.value.request.url.query == b""
 
 
-def test_transport_failures_raise_httpx_errors_without_credentials() -> None:
-    connector = provider_connector(f"http://127.0.0.1:{free_port()}")
-    with ConnectorExecutor(connector) as executor, pytest.raises(httpx.ConnectError) as caught:
+def test_transport_failures_raise_httpx_errors_without_credentials(make: Callable[..., Any]) -> None:
+    executor = make(provider_connector(f"http://127.0.0.1:{free_port()}"))
+    with pytest.raises(httpx.ConnectError) as caught:
         executor.execute("echo_getItem", {"itemId": "1"}, env=ENV)
     assert caught.value.__context__ is None
     assert "authorization" not in caught.value.request.headers

@@ -113,8 +113,8 @@ def test_only_safe_methods_retry_on_429_and_503_three_times() -> None:
 
 
 def test_redirect_origin_and_method() -> None:
-    assert same_origin_target("http://127.0.0.1:80/a", "/b?x=1") == "http://127.0.0.1:80/b?x=1"
-    assert same_origin_target("http://127.0.0.1/a", "http://127.0.0.1:80/b") == "http://127.0.0.1:80/b"
+    assert same_origin_target("http://127.0.0.1:8080/a", "/b?x=1") == "http://127.0.0.1:8080/b?x=1"
+    assert same_origin_target("http://127.0.0.1/a", "http://127.0.0.1:80/b c") == "http://127.0.0.1/b%20c"
     assert same_origin_target("http://127.0.0.1:8/a", "http://localhost:8/b") is None
     assert same_origin_target("http://h/a", "https://h/a") is None
     assert redirect_method("POST", 303) == "GET" and redirect_method("POST", 307) == "POST"
