@@ -99,10 +99,10 @@ async def _rate(call) -> float:  # type: ignore[no-untyped-def]
     return done / (time.perf_counter() - started)
 
 
-def _report(label: str, bare: list[float], ours: list[float]) -> float:
+def _report(label: str, bare: list[float], ours: list[float], *, baseline: str = "bare httpx") -> float:
     bare50, ours50 = _percentile(bare, 0.5) * 1e3, _percentile(ours, 0.5) * 1e3
     bare90, ours90 = _percentile(bare, 0.9) * 1e3, _percentile(ours, 0.9) * 1e3
-    print(f"{label}: bare httpx p50 {bare50:.3f} ms p90 {bare90:.3f} ms", end=" | ")
+    print(f"{label}: {baseline} p50 {bare50:.3f} ms p90 {bare90:.3f} ms", end=" | ")
     print(f"executor p50 {ours50:.3f} ms p90 {ours90:.3f} ms")
     overhead = ours50 - bare50
     ratio = ours50 / bare50
@@ -169,7 +169,9 @@ def main() -> None:
                 abare, aours = await _interleaved_async(bare_httpx, our_call)
                 vs_httpx = _report("async vs bare httpx.AsyncClient", abare, aours)
                 abare, aours = await _interleaved_async(bare_aiohttp, our_call)
-                vs_aiohttp = _report("async vs bare aiohttp (the transport under aexecute)", abare, aours)
+                vs_aiohttp = _report(
+                    "async vs bare aiohttp (the pool under aexecute)", abare, aours, baseline="bare aiohttp"
+                )
                 return vs_httpx, vs_aiohttp
 
         async_overhead, transport_overhead = asyncio.run(run_async())
