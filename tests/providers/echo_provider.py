@@ -6,7 +6,8 @@ with `with running_echo_provider() as provider: provider.url`. It listens on loo
 Routes (any method unless noted):
 - `/echo/...`                 200 JSON {method, path, raw_path, query, query_pairs, headers, body, form, json}
 - `/redirect?to=LOC&status=302`  a redirect to LOC (a path: same origin; an absolute URL: another origin)
-- `/status/CODE?retry_after=V&body=TEXT`  that status, optional Retry-After, body TEXT (or a JSON error)
+- `/status/CODE?retry_after=V&body=TEXT&content_type=CT`  that status, optional Retry-After, body TEXT
+                              (or a JSON error), optionally with that Content-Type (and its charset)
 - `/flaky/KEY?fail=N&status=429&retry_after=V`  the first N hits on KEY fail with that status, then echo
 - `/hits/KEY`                 GET: {"hits": n} for a flaky KEY (how many requests reached it)
 - `/leak/CODE`                that status with an error body quoting every credential the request carried
@@ -87,6 +88,13 @@ class EchoProviderApp:
         if "retry_after" in query:
             headers.append((b"retry-after", query["retry_after"].encode()))
         payload: Any = query.get("body", {"error": {"code": code, "message": "as asked"}})
+        if "content_type" in query:  # body sent as bytes in that charset (latin-1 when it is not UTF-8)
+            charset = query["content_type"].rpartition("charset=")[2].lower()
+            payload = str(payload).encode(
+                "utf-8" if charset in ("", "utf-8") else "latin-1", errors="replace"
+            )
+            await _respond(send, code, payload, headers=headers, content_type=query["content_type"].encode())
+            return
         await _respond(send, code, payload, headers=headers)
 
     async def _flaky(

@@ -431,12 +431,20 @@ def _tool_response(
         try:
             body = json.loads(data)
         except ValueError:
-            body = data.decode(response.encoding or "utf-8", errors="replace")
+            body = _text(data, response.encoding)
     else:
-        body = data.decode(response.encoding or "utf-8", errors="replace")
+        body = _text(data, response.encoding)
     return ToolResponse.model_construct(
         status_code=response.status_code, content_type=content_type, body=body, truncated=truncated
     )
+
+
+def _text(data: bytes, encoding: str | None) -> str:
+    """Decode with the declared charset; an unknown one (providers do send them) falls back to UTF-8."""
+    try:
+        return data.decode(encoding or "utf-8", errors="replace")
+    except LookupError:
+        return data.decode("utf-8", errors="replace")
 
 
 def _is_json(content_type: str) -> bool:

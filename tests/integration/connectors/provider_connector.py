@@ -90,6 +90,7 @@ PROVIDER_DOCUMENT: dict[str, Any] = {
                 "status",
                 {"name": "code", "in": "path", "required": True, "schema": {"type": "integer"}},
                 {"name": "body", **_Q},
+                {"name": "content_type", **_Q},
             )
         },
         "/slow": {"get": _get("slow", {"name": "delay", **_Q}, {"name": "chunks", **_Q})},

@@ -225,6 +225,25 @@ def test_responses_are_capped_and_marked_truncated(executor: Any) -> None:
     assert endless.truncated is True and len(endless.body) == 200_000
 
 
+def test_text_bodies_follow_their_charset_and_survive_unknown_ones(executor: Any) -> None:
+    latin = executor.execute(
+        "echo_status",
+        {"code": 200, "body": "café", "content_type": "text/plain; charset=iso-8859-1"},
+        env=ENV,
+    )
+    assert latin.body == "café" and latin.content_type == "text/plain; charset=iso-8859-1"
+    bogus = executor.execute(
+        "echo_status", {"code": 200, "body": "ok", "content_type": "text/plain; charset=no-such"}, env=ENV
+    )
+    assert bogus.body == "ok"
+    json_text = executor.execute(
+        "echo_status",
+        {"code": 200, "body": '{"a": [1]}', "content_type": "application/problem+json"},
+        env=ENV,
+    )
+    assert json_text.body == {"a": [1]}
+
+
 def test_one_budget_covers_slow_bodies_and_stalls(
     provider: RunningProvider, make: Callable[..., Any]
 ) -> None:
