@@ -106,6 +106,16 @@ def compile_document(data: Any, *, connector_name: str, fingerprint: str | None 
                     SkippedOperation(method=method.upper(), path=path, operation_id=op_id, reason=str(exc))
                 )
                 continue
+            except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as exc:
+                # A shape the document's schema would not allow (a list where an object belongs...):
+                # that operation is unusable, the rest of the document still compiles.
+                reason = (
+                    f"{method.upper()} {path}: malformed operation ({type(exc).__name__}: {str(exc)[:200]})"
+                )
+                skipped.append(
+                    SkippedOperation(method=method.upper(), path=path, operation_id=op_id, reason=reason)
+                )
+                continue
             spec.authenticated = _operation_authenticated(operation)
             compiled.append((method.upper(), path, op_id or operation_key(method, path), spec))
 

@@ -63,6 +63,8 @@ def parse_document_text(text: str, *, field: str = "document") -> Any:
             return json.loads(text)
         except ValueError:
             pass  # YAML flow style also starts with a brace
+        except RecursionError:
+            raise ConnectorError(f"{field}: nested too deeply to be a document; flatten it") from None
     try:
         return load_yaml(text)
     except yaml.YAMLError as exc:

@@ -9,6 +9,7 @@ from typing import Any
 from agent_runtime.connectors.errors import ConnectorError, ExternalReferenceError
 
 DESCRIPTION_LIMIT = 1024
+_MAX_REF_CHAIN = 64
 _MAX_DEPTH = 12  # deeper nesting than this is collapsed: it bounds output size on recursive documents
 
 # Keywords that carry over unchanged (JSON Schema validation vocabulary shared with OpenAPI 3.0).
@@ -112,6 +113,8 @@ class SchemaTranslator:
             if ref in active:
                 name = ref.rsplit("/", 1)[-1]
                 return {"type": "object", "description": f"(recursive: {name})"}, True
+            if len(active) >= _MAX_REF_CHAIN:  # a chain of distinct refs is bounded like nesting is
+                return {"description": "(reference chain truncated)"}, True
             cached = self._cache.get(ref)
             if cached is not None:
                 return cached, False

@@ -186,3 +186,37 @@ def test_undeclared_path_template_variables_become_required_arguments() -> None:
     tool = compile_catalog(document, connector_name="gh").tools[0]
     assert tool.input_schema["properties"] == {"org": {"type": "string"}}
     assert tool.input_schema["required"] == ["org"]
+
+
+def test_malformed_operations_are_skipped_never_a_crash() -> None:
+    chain = {f"S{i}": {"$ref": f"#/components/schemas/S{i + 1}"} for i in range(500)}
+    chain["S500"] = {"type": "string"}
+    document = {
+        "openapi": "3.0.3",
+        "components": {"schemas": chain},
+        "paths": {
+            "/a": {
+                "get": {"operationId": "listParams", "parameters": [1, 2]},
+                "post": {"operationId": "stringBody", "requestBody": "nope"},
+                "put": {"operationId": "listContent", "requestBody": {"content": ["application/json"]}},
+                "patch": {
+                    "operationId": "badSchema",
+                    "parameters": [{"name": "q", "in": "query", "schema": []}],
+                },
+            },
+            "/b": {
+                "get": {
+                    "operationId": "longChain",
+                    "parameters": [
+                        {"name": "q", "in": "query", "schema": {"$ref": "#/components/schemas/S0"}}
+                    ],
+                }
+            },
+            "/c": "not a path item",
+        },
+    }
+    catalog = compile_catalog(document, connector_name="bad")
+    accounted = {t.operation_id for t in catalog.tools} | {s.operation_id for s in catalog.skipped}
+    assert accounted == {"listParams", "stringBody", "listContent", "badSchema", "longChain"}
+    chained = next(t for t in catalog.tools if t.operation_id == "longChain")
+    assert "truncated" in json.dumps(chained.input_schema)
