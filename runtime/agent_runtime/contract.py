@@ -38,6 +38,9 @@ BUNDLE_PATH_ENV: Final = "AGENTIC_CONNECTOR_BUNDLE_PATH"
 # Tenant code.
 ENTRYPOINT_ENV: Final = "AGENT_ENTRYPOINT"
 
+# Where components reach the Orchestration Engine (rendered by the operator; read once the OE exists).
+OE_URL_ENV: Final = "AGENTIC_OE_URL"
+
 # Bearer token between components: a Secret key mounted read-only as a file (RUNTIME_TOKEN for local runs).
 # These are names and paths, not secrets.
 TOKEN_MOUNT_DIR: Final = "/etc/agent-engine/token"  # noqa: S105
