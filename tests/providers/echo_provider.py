@@ -6,6 +6,7 @@ with `with running_echo_provider() as provider: provider.url`. It listens on loo
 Routes (any method unless noted):
 - `/echo/...`                 200 JSON {method, path, raw_path, query, query_pairs, headers, body, form, json}
 - `/redirect?to=LOC&status=302`  a redirect to LOC (a path: same origin; an absolute URL: another origin)
+- `/loop`                     302 to itself, forever
 - `/status/CODE?retry_after=V&body=TEXT&content_type=CT`  that status, optional Retry-After, body TEXT
                               (or a JSON error), optionally with that Content-Type (and its charset)
 - `/flaky/KEY?fail=N&status=429&retry_after=V`  the first N hits on KEY fail with that status, then echo
@@ -61,6 +62,7 @@ class EchoProviderApp:
         handler = {
             "echo": self._echo,
             "redirect": self._redirect,
+            "loop": self._loop,
             "status": self._status,
             "flaky": self._flaky,
             "hits": self._hits,
@@ -81,6 +83,9 @@ class EchoProviderApp:
     async def _redirect(self, *, send: Send, query: dict[str, str], **_: Any) -> None:
         status = int(query.get("status", "302"))
         await _respond(send, status, b"", headers=[(b"location", query.get("to", "/echo/").encode())])
+
+    async def _loop(self, *, send: Send, **_: Any) -> None:
+        await _respond(send, 302, b"", headers=[(b"location", b"/loop")])
 
     async def _status(self, *, send: Send, query: dict[str, str], rest: str, **_: Any) -> None:
         code = int(rest.split("/")[0] or "500")

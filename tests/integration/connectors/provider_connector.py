@@ -96,6 +96,7 @@ PROVIDER_DOCUMENT: dict[str, Any] = {
         "/slow": {"get": _get("slow", {"name": "delay", **_Q}, {"name": "chunks", **_Q})},
         "/stall": {"get": _get("stall", {"name": "delay", **_Q})},
         "/endless": {"get": _get("endless")},
+        "/loop": {"get": _get("loop")},
         "/big": {"get": _get("big", {"name": "size", **_Q}, {"name": "type", **_Q})},
     },
 }

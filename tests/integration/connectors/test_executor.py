@@ -147,6 +147,12 @@ def test_cross_origin_redirects_are_refused(executor: Any, other_origin: Running
     assert classify_tool_api_error(caught.value).category == "client_error"
 
 
+def test_redirect_loops_end(executor: Any) -> None:
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        executor.execute("echo_loop", {}, env=ENV)
+    assert caught.value.response.status_code == 302
+
+
 def test_a_path_credential_connector_rejects_every_redirect(
     provider: RunningProvider, make: Callable[..., Any]
 ) -> None:
