@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -123,30 +124,29 @@ def test_bearer_token_on_every_route_but_probes_and_metrics(tool_pod: Component)
 
 def test_sigterm_drains_calls_in_flight_and_exits_zero(tool_pod: Component) -> None:
     calls = 12
+    all_in_flight = f'agent_runtime_tool_calls_in_flight{{component="tool"}} {calls}.0'
+    # One thread-safe client with a connection per call, created before the calls start.
+    limits = httpx.Limits(max_connections=calls + 1)
+    with tool_pod.client(timeout=30, limits=limits) as client:
 
-    def slow_call(index: int) -> dict[str, object]:
-        with tool_pod.client(timeout=20) as client:
+        def slow_call(index: int) -> dict[str, object]:
             body = {
                 "tool": "echo_stall",
-                "arguments": {"delay": 1.5},
+                "arguments": {"delay": 3},
                 "execution_id": f"drain-{index}",
                 "step": 0,
             }
             return client.post("/execute", json=body).json()
 
-    with ThreadPoolExecutor(max_workers=calls) as pool:
-        futures = [pool.submit(slow_call, i) for i in range(calls)]
-        with tool_pod.client(timeout=5) as client:
-            for _ in range(200):
-                if (
-                    f'agent_runtime_tool_calls_in_flight{{component="tool"}} {calls}.0'
-                    in client.get("/metrics").text
-                ):
-                    break
-            else:
-                pytest.fail("the calls never were all in flight")
-        tool_pod.process.popen.send_signal(signal.SIGTERM)
-        results = [future.result(timeout=30) for future in futures]
+        with ThreadPoolExecutor(max_workers=calls) as pool:
+            futures = [pool.submit(slow_call, i) for i in range(calls)]
+            deadline = time.monotonic() + 20
+            while all_in_flight not in client.get("/metrics").text:
+                if time.monotonic() > deadline or any(f.done() for f in futures):
+                    pytest.fail("the calls were never all in flight at once")
+                time.sleep(0.02)
+            tool_pod.process.popen.send_signal(signal.SIGTERM)
+            results = [future.result(timeout=30) for future in futures]
     assert [r["status"] for r in results] == ["success"] * calls
     assert all(r["result"]["body"] == {"stalled": True} for r in results)
     assert tool_pod.process.popen.wait(timeout=30) == 0
