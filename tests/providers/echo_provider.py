@@ -7,6 +7,7 @@ Routes (any method unless noted):
 - `/echo/...`                 200 JSON {method, path, raw_path, query, query_pairs, headers, body, form, json}
 - `/redirect?to=LOC&status=302`  a redirect to LOC (a path: same origin; an absolute URL: another origin)
 - `/loop`                     302 to itself, forever
+- `/garbled`                  200 claiming gzip content that is not gzip
 - `/status/CODE?retry_after=V&body=TEXT&content_type=CT`  that status, optional Retry-After, body TEXT
                               (or a JSON error), optionally with that Content-Type (and its charset)
 - `/flaky/KEY?fail=N&status=429&retry_after=V`  the first N hits on KEY fail with that status, then echo
@@ -63,6 +64,7 @@ class EchoProviderApp:
             "echo": self._echo,
             "redirect": self._redirect,
             "loop": self._loop,
+            "garbled": self._garbled,
             "status": self._status,
             "flaky": self._flaky,
             "hits": self._hits,
@@ -83,6 +85,11 @@ class EchoProviderApp:
     async def _redirect(self, *, send: Send, query: dict[str, str], **_: Any) -> None:
         status = int(query.get("status", "302"))
         await _respond(send, status, b"", headers=[(b"location", query.get("to", "/echo/").encode())])
+
+    async def _garbled(self, *, send: Send, **_: Any) -> None:
+        body = b"this is not gzip"
+        headers = [(b"content-encoding", b"gzip")]
+        await _respond(send, 200, body, headers=headers, content_type=b"application/json")
 
     async def _loop(self, *, send: Send, **_: Any) -> None:
         await _respond(send, 302, b"", headers=[(b"location", b"/loop")])

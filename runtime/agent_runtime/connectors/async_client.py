@@ -18,6 +18,7 @@ import httpx
 
 try:  # shipped with the runtime extra (and the operator's kopf); compile-only installs never need it
     import aiohttp
+    import aiohttp.http_exceptions
     import yarl
 except ImportError:  # pragma: no cover - exercised only in an install without the runtime extra
     aiohttp = None  # type: ignore[assignment]
@@ -114,6 +115,8 @@ def to_httpx_error(exc: BaseException, *, reading: bool) -> BaseException:
         if isinstance(exc, aiohttp.ServerDisconnectedError):
             return httpx.RemoteProtocolError("the provider closed the connection without a response")
         if isinstance(exc, aiohttp.ClientPayloadError):
+            if isinstance(exc.__cause__, aiohttp.http_exceptions.ContentEncodingError):
+                return httpx.DecodingError("the provider's body does not match its Content-Encoding")
             return httpx.RemoteProtocolError("the provider sent a malformed or incomplete body")
         if isinstance(exc, aiohttp.ClientConnectorError):
             reason = exc.os_error.strerror or type(exc.os_error).__name__

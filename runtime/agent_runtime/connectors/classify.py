@@ -60,6 +60,10 @@ def classify_tool_api_error(exc: BaseException, *, secrets: Iterable[str] = ()) 
         return ToolApiError(category=category, status_code=status, explanation=_bound(explanation))
     if isinstance(exc, httpx.TimeoutException):
         return ToolApiError(category="timeout", explanation=_GENERIC["timeout"])
+    if isinstance(exc, httpx.DecodingError):
+        return ToolApiError(
+            category="server_error", explanation="the provider sent a body that cannot be decoded"
+        )
     if isinstance(exc, httpx.TransportError):
         return ToolApiError(category="connection", explanation=_GENERIC["connection"])
     if isinstance(exc, CredentialMissingError):

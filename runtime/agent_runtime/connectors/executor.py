@@ -209,10 +209,10 @@ class ConnectorExecutor:
     ) -> ToolResponse:
         prepared = self.prepare(tool_name, arguments, env)
         self._enter()
-        failure: tuple[type[httpx.TransportError], str] | None = None
+        failure: tuple[type[httpx.RequestError], str] | None = None
         try:
             return self._run_sync(prepared)
-        except httpx.TransportError as exc:
+        except httpx.RequestError as exc:  # transport failures, and undecodable bodies too
             failure = (type(exc), _safe_message(exc, prepared))
         finally:
             self._leave()
@@ -224,10 +224,10 @@ class ConnectorExecutor:
     ) -> ToolResponse:
         prepared = self.prepare(tool_name, arguments, env)
         self._enter()
-        failure: tuple[type[httpx.TransportError], str] | None = None
+        failure: tuple[type[httpx.RequestError], str] | None = None
         try:
             return await self._run_async(prepared)
-        except httpx.TransportError as exc:
+        except httpx.RequestError as exc:  # transport failures, and undecodable bodies too
             failure = (type(exc), _safe_message(exc, prepared))
         finally:
             self._leave()
@@ -471,7 +471,7 @@ def _status_error(
     )
 
 
-def _safe_message(exc: httpx.TransportError, prepared: PreparedRequest) -> str:
+def _safe_message(exc: httpx.RequestError, prepared: PreparedRequest) -> str:
     text = str(exc) or type(exc).__name__
     for secret in prepared.secrets:
         text = text.replace(secret, "[REDACTED]")

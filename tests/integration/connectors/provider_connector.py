@@ -97,6 +97,7 @@ PROVIDER_DOCUMENT: dict[str, Any] = {
         "/stall": {"get": _get("stall", {"name": "delay", **_Q})},
         "/endless": {"get": _get("endless")},
         "/loop": {"get": _get("loop")},
+        "/garbled": {"get": _get("garbled")},
         "/big": {"get": _get("big", {"name": "size", **_Q}, {"name": "type", **_Q})},
     },
 }

@@ -300,6 +300,14 @@ def test_transport_failures_raise_httpx_errors_without_credentials(make: Callabl
     assert classify_tool_api_error(caught.value).category == "connection"
 
 
+def test_undecodable_bodies_raise_a_decoding_error_without_credentials(executor: Any) -> None:
+    with pytest.raises(httpx.DecodingError) as caught:
+        executor.execute("echo_garbled", {}, env=ENV)
+    assert caught.value.__context__ is None
+    assert "authorization" not in caught.value.request.headers
+    assert classify_tool_api_error(caught.value).category == "server_error"
+
+
 def test_concurrent_calls_then_close_waits_and_refuses_new_calls(provider: RunningProvider) -> None:
     executor = ConnectorExecutor(provider_connector(provider.url))
     results: list[int] = []
