@@ -389,17 +389,24 @@ class ControlPlane:
         began = self._began = time.monotonic()
         _install_handlers()
         sweep_stale_dirs()
-        self.work_dir = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
         _LIVE.add(self)
-        try:
-            self._start(deadline=began + timeout)
-        except Exception as error:
-            logs = self.log_tails()
-            self.stop()
-            raise ControlPlaneError(f"control plane did not start: {error}\n{logs}") from error
-        except BaseException:
-            self.stop()
-            raise
+        # Free ports are only free until someone else binds them; one collision gets one more try.
+        for attempt in (1, 2):
+            self.work_dir = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
+            try:
+                self._start(deadline=began + timeout)
+                break
+            except Exception as error:
+                logs = self.log_tails()
+                self._teardown()
+                if attempt == 1 and "address already in use" in logs:
+                    self.children, self.phase_seconds = [], {}
+                    continue
+                self.stop()
+                raise ControlPlaneError(f"control plane did not start: {error}\n{logs}") from error
+            except BaseException:
+                self.stop()
+                raise
         self.startup_seconds = time.monotonic() - began
         return self
 
@@ -451,6 +458,10 @@ class ControlPlane:
         if self._stopped:
             return
         self._stopped = True
+        self._teardown()
+        _LIVE.discard(self)
+
+    def _teardown(self) -> None:
         # Clients first, then the API server, then its store: a server whose etcd vanished under it hangs
         # for seconds; in this order the whole stop takes about one.
         clients = [c for c in self.children if c.name not in ("kube-apiserver", "etcd")]
@@ -460,7 +471,6 @@ class ControlPlane:
         wait_gone([child.pid for child in self.children], timeout=5.0)
         if getattr(self, "work_dir", None) is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
-        _LIVE.discard(self)
 
     def __enter__(self) -> ControlPlane:
         return self.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -355,3 +356,29 @@ def test_cluster_up_and_down_leave_no_process_and_no_directory(cluster: ControlP
     assert wait_gone([state["pid"], *state["pids"].values()], timeout=15) == []
     assert not Path(state["work_dir"]).exists()
     assert not (tmp_path / "state.json").exists()
+
+
+def test_a_port_taken_meanwhile_costs_one_retry_not_a_failure(
+    cluster: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.cluster import controlplane
+
+    real_free_ports = controlplane.free_ports
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        handed_out: list[list[int]] = []
+
+        def first_one_taken(count: int) -> list[int]:
+            ports = real_free_ports(count)
+            if not handed_out:
+                ports[0] = taken  # etcd's client port: etcd exits with "address already in use"
+            handed_out.append(ports)
+            return ports
+
+        monkeypatch.setattr(controlplane, "free_ports", first_one_taken)
+        with ControlPlane(bin_dir=cluster.bin_dir, nodes=1) as plane:
+            assert len(handed_out) == 2
+            with plane.api_client() as api:
+                assert client.CoreV1Api(api).read_node("kwok-node-0").metadata.name == "kwok-node-0"
