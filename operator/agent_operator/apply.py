@@ -213,9 +213,13 @@ class Operator:
     async def _read_watched(self, path: str) -> dict[str, Any] | None:
         """Read a referenced ConfigMap/Secret and label it (once) so the scoped watch sees its changes.
 
-        One read-and-label at a time per object: a concurrent reader must see the labelled version, or
-        two Agents sharing a Secret would render different checksums and roll twice.
+        Labelling happens under a per-object lock with a fresh read, so a concurrent reader sees the
+        labelled version: two Agents sharing a Secret must not render different checksums and roll twice.
+        The common case (already labelled) takes no lock.
         """
+        body = await self.api.get(path)
+        if body is None or (body["metadata"].get("labels") or {}).get(WATCHED_LABEL) == "true":
+            return body
         async with self._path_locks.setdefault(path, asyncio.Lock()):
             body = await self.api.get(path)
             if body is None:

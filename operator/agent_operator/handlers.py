@@ -27,6 +27,19 @@ _state: dict[str, Any] = {}
 _RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """A diff base that stores nothing: no change-detecting handlers, so no diff is ever read."""
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: Any) -> Any:
+        return None
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        return None
+
+
 def operator() -> Operator:
     return _state["operator"]
 
@@ -49,6 +62,8 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.watching.label_selectors["secrets"] = f"{WATCHED_LABEL}=true"
     settings.watching.label_selectors["deployments"] = f"app.kubernetes.io/managed-by={MANAGED_BY}"
     settings.batching.worker_limit = 256
+    # Only raw event handlers here: kopf's per-event diff base (a deep copy of every body) is never used.
+    settings.persistence.diffbase_storage = _NoDiffBase()
     info = _login_info(settings=settings, logger=kwargs.get("logger", log))
     if info is None:
         raise kopf.PermanentError("no Kubernetes credentials: neither a service account nor a kubeconfig")
@@ -179,11 +194,23 @@ async def secret_event(event: dict[str, Any], body: Any, namespace: str, name: s
 @kopf.on.event("apps", "v1", "deployments")
 async def deployment_event(event: dict[str, Any], body: Any, **_: Any) -> None:
     try:
-        await operator().deployment_changed(_plain(body), deleted=event.get("type") == "DELETED")
+        # Read in place (no copy): deployment_changed takes what it needs before its first await.
+        await operator().deployment_changed(body, deleted=event.get("type") == "DELETED")
     except (ApiError, httpx.HTTPError) as exc:  # the next Deployment event or resync refreshes status
         log.warning("status refresh failed", extra={"error": str(exc)[:300]})
 
 
+_META_KEYS = ("name", "namespace", "uid", "generation", "resourceVersion", "labels", "annotations")
+
+
 def _plain(body: Any) -> dict[str, Any]:
-    """kopf's Body is a live view; keep a plain copy."""
-    return copy.deepcopy(dict(body))
+    """A plain copy of what the operator reads: metadata (without managedFields), spec and status.
+
+    Copying whole bodies (managedFields included) was the operator's largest CPU cost at scale.
+    """
+    meta = body.get("metadata") or {}
+    return {
+        "metadata": {k: copy.deepcopy(meta[k]) for k in _META_KEYS if k in meta},
+        "spec": copy.deepcopy(dict(body.get("spec") or {})),
+        "status": copy.deepcopy(dict(body.get("status") or {})),
+    }

@@ -1,0 +1,290 @@
+"""The operator at scale: N Agents applied at once against the real control plane (tests/cluster).
+
+Figures per N (100, then 1,000): seconds until every Agent is Ready; the operator's peak RSS (VmHWM);
+the operator's own API requests per Agent (its request counter, by verb) and all API requests per Agent
+the API server served meanwhile (apiserver_request_total, every client: controllers, scheduler, KWOK).
+Baseline in the same run: seconds for this client alone to create the N Agent objects (the API floor).
+
+The controller-manager and scheduler run with raised client QPS here (see `_fast_controllers`): at their
+defaults (20 QPS) the ReplicaSet and pod churn of 2,000 Deployments, not the operator, sets the pace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.cluster import controlplane
+from tests.cluster.controlplane import ControlPlane, ensure_binaries
+from tests.conftest import REPO_ROOT, free_port, wait_for_port
+
+SIZES = tuple(int(n) for n in os.environ.get("BENCH_OPERATOR_SIZES", "100,1000").split(","))
+GOAL_SECONDS = 120.0
+READY_TIMEOUT = 600.0
+GROUP_PATH = "/apis/agentengine.io/v1alpha1"
+OPENAPI = {
+    "openapi": "3.0.3",
+    "info": {"title": "Bench", "version": "1"},
+    "paths": {"/items": {"get": {"operationId": "listItems", "responses": {"200": {"description": "ok"}}}}},
+}
+
+
+def _fast_controllers() -> None:
+    """Raise the controllers' client rate limits (benchmark only; the tests keep the defaults)."""
+    flags = ["--kube-api-qps=400", "--kube-api-burst=800"]
+    cm, sched = controlplane.controller_manager_args, controlplane.scheduler_args
+    controlplane.controller_manager_args = lambda **kw: [
+        *cm(**kw),
+        *flags,
+        "--concurrent-deployment-syncs=20",
+        "--concurrent-replicaset-syncs=20",
+    ]
+    controlplane.scheduler_args = lambda **kw: [*sched(**kw), *flags]
+
+
+def _client(plane: ControlPlane) -> httpx.AsyncClient:
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    user, cluster = config["users"][0]["user"], config["clusters"][0]["cluster"]
+    tmp = Path(tempfile.mkdtemp(prefix="bench-operator-"))
+    files = {}
+    for key, source, field in (
+        ("ca", cluster, "certificate-authority-data"),
+        ("cert", user, "client-certificate-data"),
+        ("key", user, "client-key-data"),
+    ):
+        files[key] = tmp / key
+        files[key].write_bytes(base64.b64decode(source[field]))
+    tls = ssl.create_default_context(cafile=str(files["ca"]))
+    tls.load_cert_chain(str(files["cert"]), str(files["key"]))
+    return httpx.AsyncClient(
+        base_url=plane.server, verify=tls, timeout=60, limits=httpx.Limits(max_connections=32)
+    )
+
+
+async def _apply(http: httpx.AsyncClient, path: str, manifest: dict[str, Any]) -> None:
+    response = await http.patch(
+        path,
+        params={"fieldManager": "bench", "force": "true"},
+        content=json.dumps(manifest),
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    response.raise_for_status()
+
+
+async def _server_requests(http: httpx.AsyncClient) -> int:
+    text = (await http.get("/metrics")).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("apiserver_request_total{") and 'verb="WATCH"' not in line
+    )
+
+
+def _profile_args(n: int) -> list[str]:
+    """BENCH_OPERATOR_PROFILE=DIR writes a cProfile of the operator per size (for finding hot spots)."""
+    directory = os.environ.get("BENCH_OPERATOR_PROFILE")
+    return ["-m", "cProfile", "-o", f"{directory}/operator-{n}.prof"] if directory else []
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _peak_rss_mb(pid: int) -> float:
+    match = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
+async def _setup_namespace(http: httpx.AsyncClient, ns: str) -> None:
+    (await http.post("/api/v1/namespaces", json={"metadata": {"name": ns}})).raise_for_status()
+    base = f"/api/v1/namespaces/{ns}"
+    await _apply(
+        http,
+        f"{base}/configmaps/bench-openapi",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "bench-openapi"},
+            "data": {"openapi.json": json.dumps(OPENAPI)},
+        },
+    )
+    await _apply(
+        http,
+        f"{base}/secrets/llm-keys",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "llm-keys"},
+            "stringData": {"key": "bench"},
+        },
+    )
+    await _apply(
+        http,
+        f"{GROUP_PATH}/namespaces/{ns}/connectors/bench",
+        {
+            "apiVersion": "agentengine.io/v1alpha1",
+            "kind": "Connector",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "source": {"baseUrl": "https://api.example.com"},
+                "catalog": {"configMapKeyRef": {"name": "bench-openapi", "key": "openapi.json"}},
+            },
+        },
+    )
+
+
+def _agent(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "agentengine.io/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "registry.example.com/bench/agent:1.0.0",
+            "entrypoint": "bench.app:app",
+            "connectors": ["bench"],
+            "llm": {"credentials": [{"name": "LLM_KEY", "secretKeyRef": {"name": "llm-keys", "key": "key"}}]},
+        },
+    }
+
+
+async def _create_agents(http: httpx.AsyncClient, ns: str, names: list[str]) -> float:
+    started = time.perf_counter()
+    sem = asyncio.Semaphore(32)
+
+    async def one(name: str) -> None:
+        async with sem:
+            await _apply(http, f"{GROUP_PATH}/namespaces/{ns}/agents/{name}", _agent(name))
+
+    await asyncio.gather(*(one(n) for n in names))
+    return time.perf_counter() - started
+
+
+async def _count_ready(http: httpx.AsyncClient, ns: str) -> int:
+    response = await http.get(f"{GROUP_PATH}/namespaces/{ns}/agents")
+    response.raise_for_status()
+    ready = 0
+    for item in response.json()["items"]:
+        for cond in (item.get("status") or {}).get("conditions") or []:
+            if cond["type"] == "Ready" and cond["status"] == "True":
+                ready += 1
+    return ready
+
+
+def _start_operator(env: dict[str, str], n: int) -> subprocess.Popen[bytes]:
+    log = Path(tempfile.mkstemp(prefix=f"bench-operator-{n}-", suffix=".log")[1])
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, *_profile_args(n), "-m", "agent_operator"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+async def _run_size(plane: ControlPlane, http: httpx.AsyncClient, n: int) -> dict[str, float]:
+    ns = f"bench-{n}"
+    await _setup_namespace(http, ns)
+    port = free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(plane.kubeconfig),
+        "AGENT_OPERATOR_NAMESPACES": ns,
+        "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{port}/healthz",
+        "AGENT_OPERATOR_RESYNC_SECONDS": "0",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    proc = _start_operator(env, n)
+    try:
+        wait_for_port("127.0.0.1", port, timeout=60, proc=proc)
+        await asyncio.sleep(1.0)
+        server_before = await _server_requests(http)
+        names = [f"agent-{i:04d}" for i in range(n)]
+        started = time.perf_counter()
+        create_seconds = await _create_agents(http, ns, names)
+        ready = 0
+        while ready < n and time.perf_counter() - started < READY_TIMEOUT:
+            await asyncio.sleep(1.0)
+            ready = await _count_ready(http, ns)
+        all_ready = time.perf_counter() - started
+        server_requests = await _server_requests(http) - server_before
+        await asyncio.sleep(11)  # kopf caches probe results for 10 s
+        own = (await http.get(f"http://127.0.0.1:{port}/healthz")).json().get("api_requests", {})
+        return {
+            "n": n,
+            "ready": ready,
+            "create_seconds": create_seconds,
+            "ready_seconds": all_ready,
+            "rss_mb": _peak_rss_mb(proc.pid),
+            "cpu_seconds": _cpu_seconds(proc.pid),
+            "own_per_agent": sum(own.values()) / n,
+            "own_writes_per_agent": sum(v for k, v in own.items() if k != "GET") / n,
+            "server_per_agent": server_requests / n,
+            "own": own,
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def _bench() -> list[dict[str, Any]]:
+    _fast_controllers()
+    with ControlPlane(bin_dir=ensure_binaries(), nodes=4) as plane:
+        async with _client(plane) as http:
+            for crd in ("agentengine.io_agents.yaml", "agentengine.io_connectors.yaml"):
+                doc = yaml.safe_load((REPO_ROOT / "crds" / crd).read_text())
+                await _apply(
+                    http,
+                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}",
+                    doc,
+                )
+            await asyncio.sleep(3)  # CRDs established
+            return [await _run_size(plane, http, n) for n in SIZES]
+
+
+def main() -> None:
+    results = asyncio.run(_bench())
+    print("operator: N Agents applied at once (1 Connector, LLM Secret; AER + Tool Pod each, KWOK pods)")
+    for r in results:
+        ok = "" if r["ready"] == r["n"] else f"  ONLY {r['ready']}/{r['n']} READY after {READY_TIMEOUT:.0f}s"
+        print(
+            f"  N={r['n']:>5}: all Ready in {r['ready_seconds']:7.1f} s "
+            f"({r['ready_seconds'] / r['create_seconds']:.1f}x the {r['create_seconds']:.1f} s baseline "
+            f"of creating the Agents alone; goal for 1,000: {GOAL_SECONDS:.0f} s){ok}"
+        )
+        print(
+            f"           operator peak RSS {r['rss_mb']:.0f} MB, CPU {r['cpu_seconds']:.1f} s; "
+            f"operator API requests/Agent "
+            f"{r['own_per_agent']:.1f} ({r['own_writes_per_agent']:.1f} writes; {r['own']}); "
+            f"all clients' API requests/Agent {r['server_per_agent']:.1f}"
+        )
+    if len(results) > 1:
+        first, last = results[0], results[-1]
+        per_first = first["ready_seconds"] / first["n"]
+        per_last = last["ready_seconds"] / last["n"]
+        print(
+            f"  seconds per Agent: N={first['n']} {per_first:.3f}, N={last['n']} {per_last:.3f} "
+            f"({per_last / per_first:.2f}x)"
+        )
+
+
+if __name__ == "__main__":
+    main()
