@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import itertools
 import threading
@@ -361,3 +362,30 @@ def test_one_executor_serves_successive_event_loops(provider: RunningProvider) -
 
     assert [asyncio.run(once()), asyncio.run(once())] == [200, 200]
     executor.close()
+
+
+def test_many_concurrent_async_calls_each_get_their_own_answer(provider: RunningProvider) -> None:
+    async def scenario() -> list[str]:
+        async with ConnectorExecutor(provider_connector(provider.url)) as executor:
+            responses = await asyncio.gather(
+                *(executor.aexecute("echo_getItem", {"itemId": str(i)}, env=ENV) for i in range(200))
+            )
+            return [r.body["raw_path"] for r in responses]
+
+    assert asyncio.run(scenario()) == [f"/echo/items/{i}" for i in range(200)]
+
+
+def test_a_cancelled_async_call_leaves_the_executor_usable(provider: RunningProvider) -> None:
+    async def scenario() -> tuple[int, int, int]:
+        async with ConnectorExecutor(provider_connector(provider.url)) as executor:
+            stalled = asyncio.ensure_future(executor.aexecute("echo_stall", {"delay": "5"}, env=ENV))
+            await asyncio.sleep(0.3)  # let the request reach the stalling provider
+            during = executor.in_flight
+            stalled.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stalled
+            after = executor.in_flight
+            response = await executor.aexecute("echo_getItem", {"itemId": "1"}, env=ENV)
+            return during, after, response.status_code
+
+    assert asyncio.run(scenario()) == (1, 0, 200)
