@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import httpx
@@ -141,7 +142,8 @@ class ToolCallService:
         check_unique_tool_names(connectors=connectors, tenant_tools=remote)
         check_required_secrets(remote, secret_env)
         check_connector_credentials(connectors, secret_env)
-        self._secret_env = dict(secret_env)
+        # Read-only: each call sees the Tool Pod's tenant secrets and nothing a caller or an earlier call set.
+        self._secret_env: Mapping[str, str] = MappingProxyType(dict(secret_env))
         self._secret_values = tuple(v for v in self._secret_env.values() if v)
         self._metrics = metrics
         self._executors = [ConnectorExecutor(defs) for defs in connectors]
