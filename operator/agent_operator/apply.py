@@ -1,9 +1,10 @@
 """The operator's Kubernetes I/O: read an Agent's inputs, apply its plan, report status and Events.
 
 Writes happen only when something differs: every applied object carries the hash of its rendered content
-(`agentengine.io/applied-hash`), compared first with an in-memory record and then with the live object;
-status is patched only when it changed; an Event is posted only when bad input is new. Bad input applies
-nothing, so the last good bundle and Deployments stay in service.
+(`agentengine.io/applied-hash`), compared with what the namespace holds (learnt with one LIST per kind per
+namespace, then kept current by our own writes and the Deployment watch; a resync re-lists); status is
+patched only when it changed; an Event is posted only when bad input is new. Bad input applies nothing, so
+the last good bundle and Deployments stay in service.
 
 API permissions the operator needs (the Helm chart's ClusterRole, or a Role per watched namespace):
 
@@ -14,11 +15,11 @@ API permissions the operator needs (the Helm chart's ClusterRole, or a Role per 
 | agentengine.io    | agents/finalizers                           | update (blockOwnerDeletion on children) |
 | "" (core)         | configmaps                                  | get, list, watch, create, patch, delete |
 | "" (core)         | secrets                                     | get, list, watch, create, patch         |
-| "" (core)         | serviceaccounts, services                   | get, create, patch                      |
+| "" (core)         | serviceaccounts, services                   | get, list, create, patch                |
 | "" (core)         | events                                      | create                                  |
 | apps              | deployments                                 | get, list, watch, create, patch         |
 | apps              | replicasets                                 | list                                    |
-| networking.k8s.io | networkpolicies                             | get, create, patch                      |
+| networking.k8s.io | networkpolicies                             | get, list, create, patch                |
 | kopf.dev          | clusterkopfpeerings (cluster-wide) or       | get, list, watch, patch                 |
 |                   | kopfpeerings (namespaced), only with        |                                         |
 |                   | AGENT_OPERATOR_PEERING set                  |                                         |
@@ -117,6 +118,15 @@ class Operator:
             store.pop(key, None)
         for memo_key in self.owned.pop(key, set()):
             self.applied.pop(memo_key, None)
+
+    def forget_applied(self) -> None:
+        """Drop what was learnt about managed objects; the next reconcile per namespace re-lists them
+        (so a resync recreates a child someone deleted)."""
+        self.applied.clear()
+        self.owned.clear()
+        self.bundle_maps.clear()
+        self.clean_bundles.clear()
+        self._primed.clear()
 
     def agents_using_connector(self, namespace: str, connector: str) -> list[AgentKey]:
         return [

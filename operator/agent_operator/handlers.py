@@ -91,6 +91,7 @@ def api_requests(**_: Any) -> dict[str, int]:
 async def _resync_loop(op: Operator, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
+        op.forget_applied()
         for key in list(op.connectors):
             await _guarded(op.reconcile_connector, key, what="connector")
         for key in list(op.agents):

@@ -256,15 +256,15 @@ def api(cluster: ControlPlane, cluster_namespace: str, crds: None) -> Iterator[A
 @pytest.fixture
 def start_operator(
     cluster: ControlPlane, cluster_namespace: str, spawn: Callable[..., Process]
-) -> Callable[[], RunningOperator]:
-    def start() -> RunningOperator:
+) -> Callable[..., RunningOperator]:
+    def start(*, resync_seconds: float = 0) -> RunningOperator:
         port = free_port()
         env = cluster.env()
         env.update(
             {
                 "AGENT_OPERATOR_NAMESPACES": cluster_namespace,
                 "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{port}/healthz",
-                "AGENT_OPERATOR_RESYNC_SECONDS": "0",
+                "AGENT_OPERATOR_RESYNC_SECONDS": str(resync_seconds),
                 "PYTHONPATH": str(REPO_ROOT),
             }
         )
@@ -295,7 +295,7 @@ def _mounted_bundles(api: Api, deployment: str) -> list[str]:
 
 
 def test_rollout_update_noop_resync_and_delete(
-    api: Api, start_operator: Callable[[], RunningOperator]
+    api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
     operator = start_operator()
     objs = manifests(api.namespace)
@@ -321,8 +321,8 @@ def test_rollout_update_noop_resync_and_delete(
         deployment = api.get("deployments", name) or {}
         available = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
         assert available["Available"] == "True"
-    connector = api.get("connectors", "petstore") or {}
-    assert connector["status"]["toolCount"] == 2
+    connector = wait_for("Connector status", lambda: (api.get("connectors", "petstore") or {}).get("status"))
+    assert connector["toolCount"] == 2 and connector["digest"]
 
     # A catalog update gives a new bundle ConfigMap and a rollout; the old bundle goes once unused.
     old_bundle = bundle["configMaps"][0]
@@ -397,7 +397,7 @@ BAD_INPUTS = [
 
 
 def test_bad_input_gives_condition_and_event_and_keeps_the_last_good_bundle(
-    api: Api, start_operator: Callable[[], RunningOperator]
+    api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
     start_operator()
     good = manifests(api.namespace)
@@ -434,7 +434,7 @@ def test_path_escape_and_bad_fields_are_refused_at_admission(api: Api) -> None:
 
 
 def test_a_referenced_secret_change_rolls_only_the_pods_that_use_it(
-    api: Api, start_operator: Callable[[], RunningOperator]
+    api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
     start_operator()
     objs = manifests(api.namespace)
@@ -451,3 +451,22 @@ def test_a_referenced_secret_change_rolls_only_the_pods_that_use_it(
     wait_for("the AER rolled", lambda: checksum("bot-aer") != aer)
     assert checksum("bot-tool") == tool
     _ready(api)
+
+
+def test_periodic_resync_writes_nothing_and_recreates_a_deleted_child(
+    api: Api, start_operator: Callable[..., RunningOperator]
+) -> None:
+    operator = start_operator(resync_seconds=1)
+    _apply_all(api, manifests(api.namespace))
+    _ready(api)
+    time.sleep(2)
+    writes = operator.writes()
+    resyncs = operator.process.output().count('"agent reconciled"')
+    wait_for(
+        "three more resyncs", lambda: operator.process.output().count('"agent reconciled"') >= resyncs + 3
+    )
+    assert operator.writes() == writes
+
+    api.delete("services", "bot-aer")
+    wait_for("the Service recreated", lambda: api.get("services", "bot-aer") is not None)
+    assert operator.writes() == writes + 1
