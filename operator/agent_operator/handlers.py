@@ -67,7 +67,7 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     info = _login_info(settings=settings, logger=kwargs.get("logger", log))
     if info is None:
         raise kopf.PermanentError("no Kubernetes credentials: neither a service account nor a kubeconfig")
-    api = KubeApi(Connection.from_kopf(info))
+    api = KubeApi(Connection.from_kopf(info), max_connections=config.api_connections)
     op = Operator(api, config)
     _state.update(operator=op, retries={}, generations={}, versions={})
     if config.resync_seconds > 0:

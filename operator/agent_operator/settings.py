@@ -36,6 +36,7 @@ class OperatorSettings(BaseModel):
     peering: str | None = None  # kopf peering name; None: standalone (one replica)
     liveness_endpoint: str = "http://0.0.0.0:8080/healthz"
     resync_seconds: float = 300.0
+    api_connections: int = 8  # concurrent requests of the operator's own client
     render: RenderSettings = Field(default_factory=RenderSettings)
 
     @classmethod
@@ -59,6 +60,8 @@ class OperatorSettings(BaseModel):
             fields["liveness_endpoint"] = value
         if value := env.get("AGENT_OPERATOR_RESYNC_SECONDS"):
             fields["resync_seconds"] = float(value)
+        if value := env.get("AGENT_OPERATOR_API_CONNECTIONS"):
+            fields["api_connections"] = int(value)
         return cls(**fields)  # type: ignore[arg-type]
 
 
