@@ -69,7 +69,16 @@ PLATFORM_ENV_NAMES: Final = frozenset(
     {"PATH", "HOME", "HOSTNAME", "LANG", "TERM", "PWD", "SHLVL", APP_HOST_ENV, STRUCTURED_LOGGING_ENV}
 )
 # Kubernetes service-link variables (FOO_SERVICE_HOST, FOO_SERVICE_PORT_HTTP, FOO_PORT_80_TCP_ADDR, ...).
-PLATFORM_ENV_GLOBS: Final = ("*_SERVICE_HOST", "*_SERVICE_PORT*", "*_PORT*")
+# Rendered pods set enableServiceLinks: false, so only these unmistakable shapes are matched: a tenant secret
+# such as DB_PORT or STRIPE_PORTAL_KEY must still reach its connector.
+PLATFORM_ENV_GLOBS: Final = (
+    "*_SERVICE_HOST",
+    "*_SERVICE_PORT",
+    "*_SERVICE_PORT_*",
+    "*_PORT_[0-9]*_TCP*",
+    "*_PORT_[0-9]*_UDP*",
+    "*_PORT_[0-9]*_SCTP*",
+)
 
 
 def is_platform_env(name: str) -> bool:

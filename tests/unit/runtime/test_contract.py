@@ -36,7 +36,9 @@ def test_platform_variables(name: str) -> None:
     assert is_platform_env(name)
 
 
-@pytest.mark.parametrize("name", ["JIRA_API_TOKEN", "STRIPE_KEY", "DATABASE_URL", "AGENTX"])
+@pytest.mark.parametrize(
+    "name", ["JIRA_API_TOKEN", "STRIPE_KEY", "DATABASE_URL", "AGENTX", "DB_PORT", "STRIPE_PORTAL_KEY"]
+)
 def test_tenant_secrets(name: str) -> None:
     assert not is_platform_env(name)
 
