@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
+import socket
 import sys
 
 import kopf
 
-from agent_operator import handlers  # noqa: F401 - registers the kopf handlers
+from agent_operator import handlers  # registers the kopf handlers
 from agent_operator.settings import OperatorSettings
 
 
 def main() -> int:
     settings = OperatorSettings.from_env(os.environ)
+    if settings.peering and settings.priority is None:
+        # Equal priorities make kopf pause every replica: give each process its own.
+        settings = settings.model_copy(update={"priority": 1 + secrets.randbelow(2**31 - 2)})
+    identity = f"{socket.gethostname()}@{os.getpid()}"
+    handlers.configure(settings, identity=identity)
     debug = os.environ.get("AGENT_OPERATOR_DEBUG") == "1"
     kopf.configure(log_format=kopf.LogFormat.JSON, verbose=debug)
     if not debug:
@@ -26,6 +33,8 @@ def main() -> int:
         liveness_endpoint=settings.liveness_endpoint,
         standalone=settings.peering is None,
         peering_name=settings.peering,
+        priority=settings.priority,
+        identity=identity,
     )
     return 0
 

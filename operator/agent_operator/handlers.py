@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 import logging
 import os
 from typing import Any
@@ -18,6 +19,7 @@ import kopf
 from agent_operator.apply import AgentKey, Operator
 from agent_operator.kube import ApiError, Connection, KubeApi
 from agent_operator.models import AGENT_PLURAL, CONNECTOR_PLURAL, GROUP, VERSION
+from agent_operator.peering import outranked
 from agent_operator.render import MANAGED_BY, WATCHED_LABEL
 from agent_operator.settings import OperatorSettings
 
@@ -54,9 +56,14 @@ def login(**kwargs: Any) -> Any:
     return _login_info(**kwargs)
 
 
+def configure(settings: OperatorSettings, *, identity: str) -> None:
+    """Settings and kopf identity chosen by `__main__` (else read from the environment at startup)."""
+    _state.update(settings=settings, identity=identity)
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
-    config = OperatorSettings.from_env(os.environ)
+    config: OperatorSettings = _state.get("settings") or OperatorSettings.from_env(os.environ)
     settings.posting.enabled = False  # our own Events say what matters; kopf's would be writes per handler
     settings.watching.label_selectors["configmaps"] = f"{WATCHED_LABEL}=true"
     settings.watching.label_selectors["secrets"] = f"{WATCHED_LABEL}=true"
@@ -91,11 +98,32 @@ def api_requests(**_: Any) -> dict[str, int]:
 async def _resync_loop(op: Operator, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
+        if await _paused(op):
+            continue
         op.forget_applied()
         for key in list(op.connectors):
             await _guarded(op.reconcile_connector, key, what="connector")
         for key in list(op.agents):
             await _guarded(op.reconcile_agent, key, what="agent")
+
+
+async def _paused(op: Operator) -> bool:
+    """With peering, only the replica kopf lets watch may resync; a failed read counts as paused."""
+    config = op.settings
+    if not config.peering or config.priority is None:
+        return False
+    path = (
+        f"/apis/kopf.dev/v1/namespaces/{config.namespaces[0]}/kopfpeerings/{config.peering}"
+        if config.namespaces
+        else f"/apis/kopf.dev/v1/clusterkopfpeerings/{config.peering}"
+    )
+    try:
+        body = await op.api.get(path)
+    except (ApiError, httpx.HTTPError):
+        return True
+    status = (body or {}).get("status") or {}
+    now = datetime.datetime.now(datetime.UTC)
+    return outranked(status, identity=_state.get("identity", ""), priority=config.priority, now=now)
 
 
 async def _guarded(func: Any, key: AgentKey, *, what: str, attempt: int = 0) -> None:

@@ -34,6 +34,7 @@ class OperatorSettings(BaseModel):
 
     namespaces: tuple[str, ...] = ()  # empty: every namespace (cluster-wide RBAC)
     peering: str | None = None  # kopf peering name; None: standalone (one replica)
+    priority: int | None = None  # kopf peering priority; None: random per process (one active replica)
     liveness_endpoint: str = "http://0.0.0.0:8080/healthz"
     resync_seconds: float = 300.0
     api_connections: int = 8  # concurrent requests of the operator's own client
@@ -56,6 +57,8 @@ class OperatorSettings(BaseModel):
             fields["namespaces"] = tuple(ns.strip() for ns in value.split(",") if ns.strip())
         if value := env.get("AGENT_OPERATOR_PEERING"):
             fields["peering"] = value
+        if value := env.get("AGENT_OPERATOR_PRIORITY"):
+            fields["priority"] = int(value)
         if value := env.get("AGENT_OPERATOR_LIVENESS"):
             fields["liveness_endpoint"] = value
         if value := env.get("AGENT_OPERATOR_RESYNC_SECONDS"):

@@ -257,7 +257,7 @@ def api(cluster: ControlPlane, cluster_namespace: str, crds: None) -> Iterator[A
 def start_operator(
     cluster: ControlPlane, cluster_namespace: str, spawn: Callable[..., Process]
 ) -> Callable[..., RunningOperator]:
-    def start(*, resync_seconds: float = 0) -> RunningOperator:
+    def start(*, resync_seconds: float = 0, extra_env: dict[str, str] | None = None) -> RunningOperator:
         port = free_port()
         env = cluster.env()
         env.update(
@@ -266,6 +266,7 @@ def start_operator(
                 "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{port}/healthz",
                 "AGENT_OPERATOR_RESYNC_SECONDS": str(resync_seconds),
                 "PYTHONPATH": str(REPO_ROOT),
+                **(extra_env or {}),
             }
         )
         proc = spawn([sys.executable, "-m", "agent_operator"], env=env, name="operator")
@@ -470,3 +471,34 @@ def test_periodic_resync_writes_nothing_and_recreates_a_deleted_child(
     api.delete("services", "bot-aer")
     wait_for("the Service recreated", lambda: api.get("services", "bot-aer") is not None)
     assert operator.writes() == writes + 1
+
+
+def test_two_replicas_with_peering_only_one_acts(
+    api: Api, cluster: ControlPlane, start_operator: Callable[..., RunningOperator]
+) -> None:
+    cluster.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds" / "kopf.dev_peerings.yaml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/kopfpeerings.kopf.dev", "--timeout=60s")
+    peering = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "agent-engine"}}
+    response = api.http.patch(
+        f"/apis/kopf.dev/v1/namespaces/{api.namespace}/kopfpeerings/agent-engine",
+        params={"fieldManager": "test", "force": "true"},
+        content=json.dumps(peering),
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    assert response.is_success, response.text
+    low = start_operator(
+        resync_seconds=1,
+        extra_env={"AGENT_OPERATOR_PEERING": "agent-engine", "AGENT_OPERATOR_PRIORITY": "10"},
+    )
+    high = start_operator(
+        resync_seconds=1,
+        extra_env={"AGENT_OPERATOR_PEERING": "agent-engine", "AGENT_OPERATOR_PRIORITY": "20"},
+    )
+    wait_for(
+        "the low-priority replica to pause", lambda: "Pausing operations" in low.process.output(), timeout=30
+    )
+    _apply_all(api, manifests(api.namespace))
+    _ready(api)
+    time.sleep(3)  # several resync rounds
+    assert high.writes() > 0
+    assert low.writes() == 0, low.process.output()[-3000:]
