@@ -37,7 +37,7 @@ import asyncio
 import datetime
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from agent_operator.inputs import AgentInputs, InputProblem, SecretMeta, agent_references
@@ -288,8 +288,9 @@ class Operator:
                 item
             )
 
-    async def _apply(self, key: AgentKey, objects: Iterable[Desired]) -> None:
-        """Write only what differs from what the namespace holds (primed by LIST, kept by our writes)."""
+    async def _apply(self, key: AgentKey, objects: Sequence[Desired]) -> None:
+        """Write only what differs from what the namespace holds (primed by LIST, kept by our writes),
+        then delete children no longer rendered (e.g. Memory's after it was disabled)."""
         ns = key[0]
         await self._prime(ns)
         for desired in objects:
@@ -310,6 +311,15 @@ class Operator:
                 object_path(api_version, kind, ns, name), manifest, field_manager=FIELD_MANAGER
             )
             self._learn(ns, api_version, kind, result)
+        wanted = {(ns, *d.key) for d in objects}
+        bundles = {(ns, "v1", "ConfigMap", name) for name in self.bundle_maps.get(key, set())}
+        for memo_key in sorted(self.owned.get(key, set()) - wanted - bundles):
+            _, api_version, kind, name = memo_key
+            await self.api.delete(object_path(api_version, kind, ns, name))
+            self.applied.pop(memo_key, None)
+            self.owned[key].discard(memo_key)
+            if kind == "Deployment":
+                self.deployments.get(key, {}).pop(name.rsplit("-", 1)[-1], None)
 
     async def _collect_bundles(self, key: AgentKey, *, keep: set[str], digest: str) -> None:
         """Delete superseded bundle ConfigMaps that no ReplicaSet with pods still mounts."""

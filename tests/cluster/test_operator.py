@@ -502,3 +502,48 @@ def test_two_replicas_with_peering_only_one_acts(
     time.sleep(3)  # several resync rounds
     assert high.writes() > 0
     assert low.writes() == 0, low.process.output()[-3000:]
+
+
+def test_memory_component_gets_only_the_database_secret(
+    api: Api, start_operator: Callable[..., RunningOperator]
+) -> None:
+    start_operator()
+    objs = manifests(api.namespace)
+    objs["db"] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "memory-db", "namespace": api.namespace},
+        "stringData": {"uri": "mongodb://user:pw@db.example.com:27017"},
+    }
+    objs["agent"]["spec"]["components"] = {
+        "memory": {
+            "enabled": True,
+            "store": {"type": "mongodb", "uriSecretRef": {"name": "memory-db", "key": "uri"}},
+        }
+    }
+    api.must_apply(objs["db"])
+    _apply_all(api, objs)
+    agent = _ready(api)
+    assert {c["type"]: c["reason"] for c in agent["status"]["conditions"]}["MemoryReady"] == "Available"
+
+    def env_names(name: str) -> set[str]:
+        deployment = api.get("deployments", name) or {}
+        return {e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert "MEMORY_MONGODB_URI" in env_names("bot-memory")
+    assert "MEMORY_MONGODB_URI" not in env_names("bot-aer") | env_names("bot-tool")
+    assert "OPENAI_API_KEY" not in env_names("bot-memory") | env_names("bot-tool")
+    assert "PETSTORE_TOKEN" not in env_names("bot-memory") | env_names("bot-aer")
+    assert api.get("networkpolicies", "bot-memory") is not None
+
+    # Turning memory off deletes its children; the rest stays untouched.
+    aer_version = (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"]
+    objs["agent"]["spec"]["components"] = {}
+    api.must_apply(objs["agent"])
+    wait_for("MemoryReady Disabled", lambda: api.condition("bot", "MemoryReady").get("reason") == "Disabled")
+    for kind in ("deployments", "services", "serviceaccounts", "networkpolicies"):
+        wait_for(f"{kind}/bot-memory deleted", lambda kind=kind: api.get(kind, "bot-memory") is None)
+    _ready(api)
+    assert (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"] == aer_version
+    aer_env = env_names("bot-aer")
+    assert "AGENTIC_MEMORY_URL" not in aer_env  # the AER rolled without the Memory URL
