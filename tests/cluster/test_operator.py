@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +22,10 @@ import pytest
 import yaml
 
 from tests.cluster.controlplane import ControlPlane
+from tests.cluster.test_operator_contract import OPENAPI as CONTRACT_OPENAPI
+from tests.cluster.test_operator_contract import run_rendered_container
 from tests.conftest import REPO_ROOT, Process, free_port, wait_for_port
+from tests.providers.echo_provider import running_echo_provider
 
 GROUP, VERSION = "agentengine.io", "v1alpha1"
 CRDS = [
@@ -547,3 +551,70 @@ def test_memory_component_gets_only_the_database_secret(
     assert (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"] == aer_version
     aer_env = env_names("bot-aer")
     assert "AGENTIC_MEMORY_URL" not in aer_env  # the AER rolled without the Memory URL
+
+
+def test_operator_rendered_pods_run_locally_and_serve_a_tool_call(
+    api: Api, start_operator: Callable[..., RunningOperator], spawn: Callable[..., Process], tmp_path: Path
+) -> None:
+    """The contract test on what the operator really applied: Deployments, bundle ConfigMap and Secrets
+    read back from the API server, run as local processes, one real tool call through the Tool Pod."""
+    start_operator()
+    with running_echo_provider() as provider:
+        objs = manifests(api.namespace, catalog=json.dumps(CONTRACT_OPENAPI))
+        objs["connector"]["spec"]["source"]["baseUrl"] = f"{provider.url}/echo"
+        objs["connector"]["spec"]["expose"]["allow"] = ["getThing"]
+        objs["agent"]["spec"]["entrypoint"] = "echo_agent.agent:app"
+        objs["agent"]["spec"]["components"] = {
+            "tool": {
+                "secretEnv": [
+                    {"name": "ECHO_SIGNING_KEY", "secretKeyRef": {"name": "tool-keys", "key": "sign"}}
+                ]
+            }
+        }
+        api.must_apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "tool-keys", "namespace": api.namespace},
+                "stringData": {"sign": "signing-key-value"},
+            }
+        )
+        _apply_all(api, objs)
+        agent = _ready(api)
+
+        config_maps = {
+            name: (api.get("configmaps", name) or {})["data"]
+            for name in agent["status"]["bundle"]["configMaps"]
+        }
+        secrets = {
+            name: {
+                k: base64.b64decode(v).decode() for k, v in (api.get("secrets", name) or {})["data"].items()
+            }
+            for name in ("bot-runtime-token", "petstore-creds", "llm-keys", "tool-keys")
+        }
+        token = secrets["bot-runtime-token"]["token"]
+        procs = {
+            component: run_rendered_container(
+                deployment=api.get("deployments", f"bot-{component}") or {},
+                config_maps=config_maps,
+                secrets=secrets,
+                root=tmp_path / component,
+                spawn=spawn,
+            )
+            for component in ("aer", "tool")
+        }
+        with httpx.Client(timeout=10) as http:
+            for component, (_, port) in procs.items():
+                assert http.get(f"http://127.0.0.1:{port}/readyz").status_code == 200, component
+            tool_port = procs["tool"][1]
+            answer = http.post(
+                f"http://127.0.0.1:{tool_port}/execute",
+                headers={"Authorization": f"Bearer {token}"},
+                json={"tool": "petstore_getThing", "arguments": {"thingId": "t-7"}, "execution_id": "e1"},
+            )
+    assert answer.status_code == 200, answer.text
+    outcome = answer.json()
+    assert outcome["status"] == "success", outcome
+    echoed = outcome["result"]["body"] if "body" in outcome["result"] else outcome["result"]
+    assert echoed["path"] == "/echo/things/t-7"
+    assert echoed["headers"]["authorization"] == "Bearer provider-token-value"
