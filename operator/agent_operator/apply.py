@@ -317,7 +317,7 @@ class Operator:
             _, api_version, kind, name = memo_key
             await self.api.delete(object_path(api_version, kind, ns, name))
             self.applied.pop(memo_key, None)
-            self.owned[key].discard(memo_key)
+            self.owned.get(key, set()).discard(memo_key)
             if kind == "Deployment":
                 self.deployments.get(key, {}).pop(name.rsplit("-", 1)[-1], None)
 
@@ -344,7 +344,7 @@ class Operator:
             if name not in in_use:
                 await self.api.delete(object_path("v1", "ConfigMap", ns, name))
                 self.applied.pop((ns, "v1", "ConfigMap", name), None)
-                self.bundle_maps[key].discard(name)
+                self.bundle_maps.get(key, set()).discard(name)
         if all(name not in in_use for name in stale):
             self.clean_bundles[key] = digest
 

@@ -618,3 +618,16 @@ def test_operator_rendered_pods_run_locally_and_serve_a_tool_call(
     echoed = outcome["result"]["body"] if "body" in outcome["result"] else outcome["result"]
     assert echoed["path"] == "/echo/things/t-7"
     assert echoed["headers"]["authorization"] == "Bearer provider-token-value"
+
+
+def test_a_bundle_over_one_configmap_is_split_and_mounted_whole(
+    api: Api, start_operator: Callable[..., RunningOperator]
+) -> None:
+    start_operator(extra_env={"AGENT_OPERATOR_CONFIGMAP_BUDGET_BYTES": "1300"})
+    _apply_all(api, manifests(api.namespace))
+    agent = _ready(api)
+    names = agent["status"]["bundle"]["configMaps"]
+    assert len(names) >= 2
+    assert _mounted_bundles(api, "bot-aer") == names == _mounted_bundles(api, "bot-tool")
+    keys = [key for name in names for key in (api.get("configmaps", name) or {})["data"]]
+    assert "index.yaml" in keys and len(keys) == len(set(keys))
