@@ -326,6 +326,10 @@ def test_rollout_update_noop_resync_and_delete(
         deployment = api.get("deployments", name) or {}
         available = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
         assert available["Available"] == "True"
+    liveness = httpx.get(operator.liveness, timeout=10)
+    assert liveness.status_code == 200 and "api_requests" in liveness.json()
+    lines = [line for line in operator.process.output().splitlines() if line.strip()]
+    assert lines and all(isinstance(json.loads(line), dict) for line in lines)  # JSON logs only
     connector = wait_for("Connector status", lambda: (api.get("connectors", "petstore") or {}).get("status"))
     assert connector["toolCount"] == 2 and connector["digest"]
 
