@@ -22,7 +22,8 @@ def main() -> int:
     identity = f"{socket.gethostname()}@{os.getpid()}"
     handlers.configure(settings, identity=identity)
     debug = os.environ.get("AGENT_OPERATOR_DEBUG") == "1"
-    kopf.configure(log_format=kopf.LogFormat.JSON, verbose=debug)
+    log_format = kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(log_format=log_format, verbose=debug)
     if not debug:
         # Per-request and per-handler success lines would dominate the log at a thousand Agents.
         logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -21,6 +21,7 @@ from agent_runtime.connectors import (
     load_catalog_text,
     materialize_connector,
 )
+from agent_runtime.contract import is_platform_env
 
 BUNDLE = "BundleReady"
 
@@ -58,6 +59,15 @@ def materialize(connector: Connector, config_maps: Mapping[str, Mapping[str, str
             reason="PathEscape",
             condition=BUNDLE,
             message=f"{where}.key {ref.key!r} is not a plain file name; name a key like openapi.yaml",
+        )
+    auth = connector.spec.auth
+    if auth is not None and auth.env and is_platform_env(auth.env):
+        # The Tool Pod never hands platform variables to connectors; it would refuse to start.
+        raise InputProblem(
+            reason="AuthEnvReserved",
+            condition=BUNDLE,
+            message=f"Connector {name}: spec.auth.env {auth.env!r} is a platform variable name; "
+            "choose another, e.g. " + f"{name.upper().replace('-', '_')}_TOKEN",
         )
     data = config_maps.get(ref.name)
     if data is None:

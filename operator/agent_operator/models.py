@@ -123,7 +123,7 @@ class Components(Spec):
 
 
 class AgentSpec(Spec):
-    image: str
+    image: str | None = None  # None: the operator's default runtime image
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()
     entrypoint: str

@@ -43,12 +43,21 @@ def summarize_connector(
 
 def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
     agent = inputs.agent
-    if problem := image_reference_problem(agent.spec.image):
+    image = agent.spec.image or settings.default_image
+    if image is None:
         raise InputProblem(
             reason="ImageInvalid",
-            message=f"spec.image {agent.spec.image!r} is not a valid image reference: {problem}; "
+            message="spec.image is not set and the operator has no default runtime image; set spec.image "
+            "or the Helm value image.runtime (AGENT_OPERATOR_DEFAULT_IMAGE)",
+        )
+    if problem := image_reference_problem(image):
+        raise InputProblem(
+            reason="ImageInvalid",
+            message=f"spec.image {image!r} is not a valid image reference: {problem}; "
             "write e.g. registry.example.com/team/agent:1.0.0",
         )
+    if agent.spec.image is None:
+        agent = agent.model_copy(update={"spec": agent.spec.model_copy(update={"image": image})})
     connectors: list[Connector] = []
     for name in agent.spec.connectors:
         connector = inputs.connectors.get(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,8 @@ class RenderSettings(BaseModel):
         }
     )
     oe_url: str = "http://agent-engine-oe.agent-engine.svc:8080"
+    # For Agents that name no image (the chart sets it from image.runtime).
+    default_image: str | None = None
     # The API server refuses ConfigMaps over 1 MiB; keep room for keys and metadata.
     configmap_budget_bytes: int = 900_000
     max_bundle_configmaps: int = 8
@@ -38,6 +41,7 @@ class OperatorSettings(BaseModel):
     liveness_endpoint: str = "http://0.0.0.0:8080/healthz"
     resync_seconds: float = 300.0
     api_connections: int = 8  # concurrent requests of the operator's own client
+    log_format: Literal["json", "text"] = "json"
     render: RenderSettings = Field(default_factory=RenderSettings)
 
     @classmethod
@@ -48,6 +52,8 @@ class OperatorSettings(BaseModel):
             render["oe_namespace"] = value
         if value := env.get("AGENT_OPERATOR_OE_URL"):
             render["oe_url"] = value
+        if value := env.get("AGENT_OPERATOR_DEFAULT_IMAGE"):
+            render["default_image"] = value
         if value := env.get("AGENT_OPERATOR_OE_POD_LABELS"):
             render["oe_pod_labels"] = _parse_labels(value, name="AGENT_OPERATOR_OE_POD_LABELS")
         if value := env.get("AGENT_OPERATOR_CONFIGMAP_BUDGET_BYTES"):
@@ -65,6 +71,10 @@ class OperatorSettings(BaseModel):
             fields["resync_seconds"] = float(value)
         if value := env.get("AGENT_OPERATOR_API_CONNECTIONS"):
             fields["api_connections"] = int(value)
+        if value := env.get("AGENT_OPERATOR_LOG_FORMAT"):
+            if value not in ("json", "text"):
+                raise ValueError(f"AGENT_OPERATOR_LOG_FORMAT={value!r}: write json or text")
+            fields["log_format"] = value
         return cls(**fields)  # type: ignore[arg-type]
 
 

@@ -292,6 +292,11 @@ def _ready(api: Api, agent: str = "bot") -> dict[str, Any]:
     )
 
 
+def _terminating_namespaces(api: Api) -> list[str]:
+    items = api.http.get("/api/v1/namespaces").json()["items"]
+    return [ns["metadata"]["name"] for ns in items if ns.get("status", {}).get("phase") == "Terminating"]
+
+
 def _mounted_bundles(api: Api, deployment: str) -> list[str]:
     body = api.get("deployments", deployment) or {}
     volumes = body["spec"]["template"]["spec"]["volumes"]
@@ -355,6 +360,9 @@ def test_rollout_update_noop_resync_and_delete(
         for kind in MANAGED
         for o in api.list(kind)
     }
+    # The write counter is cluster-wide: let earlier tests' namespace deletions (the namespace controller's
+    # DELETEs) finish first, so only this test's clients can move it.
+    wait_for("no namespace terminating", lambda: not _terminating_namespaces(api), timeout=120)
     server_before = api.server_writes()
     operator.process.stop()
     restarted = start_operator()

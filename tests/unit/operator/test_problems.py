@@ -107,3 +107,31 @@ def test_messages_never_carry_secret_values() -> None:
     # The operator only ever sees Secret keys and resourceVersions; a refusal can only name those.
     problem = _refusal(secrets={"llm-keys": SecretMeta("7", frozenset({"x"}))})
     assert "7" not in problem.message.replace("openai", "")
+
+
+def _agent_without_image() -> dict[str, Any]:
+    body = agent_body()
+    del body["spec"]["image"]
+    return body
+
+
+def test_agent_without_image_runs_the_default_runtime_image() -> None:
+    settings = RenderSettings(default_image="agent-engine/runtime:0.1.0")
+    plan = plan_agent(inputs(agent=_agent_without_image()), settings=settings)
+    deployments = [d.manifest for d in plan.objects if d.manifest["kind"] == "Deployment"]
+    images = {c["image"] for d in deployments for c in d["spec"]["template"]["spec"]["containers"]}
+    assert deployments and images == {"agent-engine/runtime:0.1.0"}
+
+
+def test_agent_without_image_and_no_default_is_refused() -> None:
+    problem = _refusal(agent=_agent_without_image())
+    assert problem.reason == "ImageInvalid"
+    assert "spec.image" in problem.message and "AGENT_OPERATOR_DEFAULT_IMAGE" in problem.message
+
+
+@pytest.mark.parametrize("env", ["PATH", "AGENTIC_CONNECTOR_BUNDLE_PATH", "RUNTIME_TOKEN"])
+def test_connector_credential_env_that_is_a_platform_variable(env: str) -> None:
+    connector = connector_body(auth={"type": "bearer", "env": env, "secretKeyRef": {"name": "x", "key": "y"}})
+    problem = _refusal(connectors=[connector])
+    assert (problem.reason, problem.condition) == ("AuthEnvReserved", "BundleReady")
+    assert f"spec.auth.env {env!r}" in problem.message and "PETSTORE_TOKEN" in problem.message

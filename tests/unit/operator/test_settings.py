@@ -24,3 +24,14 @@ def test_defaults_and_overrides_from_env() -> None:
 def test_malformed_labels_name_the_variable() -> None:
     with pytest.raises(ValueError, match="AGENT_OPERATOR_OE_POD_LABELS"):
         OperatorSettings.from_env({"AGENT_OPERATOR_OE_POD_LABELS": "novalue"})
+
+
+def test_default_image_and_log_format_from_env() -> None:
+    settings = OperatorSettings.from_env(
+        {"AGENT_OPERATOR_DEFAULT_IMAGE": "agent-engine/runtime:0.1.0", "AGENT_OPERATOR_LOG_FORMAT": "text"}
+    )
+    assert settings.render.default_image == "agent-engine/runtime:0.1.0"
+    assert settings.log_format == "text"
+    assert OperatorSettings.from_env({}).log_format == "json"
+    with pytest.raises(ValueError, match="AGENT_OPERATOR_LOG_FORMAT='xml': write json or text"):
+        OperatorSettings.from_env({"AGENT_OPERATOR_LOG_FORMAT": "xml"})
