@@ -133,18 +133,21 @@ def operator_namespace(kube: Kube) -> Iterator[str]:
     kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+@pytest.mark.parametrize("scope", ["namespaced", "cluster-wide"])
 def test_install_then_operator_with_chart_identity_makes_example_ready_then_uninstall(
-    kube: Kube, cluster: ControlPlane, cluster_namespace: str, operator_namespace: str, spawn
+    kube: Kube, cluster: ControlPlane, cluster_namespace: str, operator_namespace: str, spawn, scope: str
 ) -> None:
     app_ns = cluster_namespace
-    helm_install(kube, namespace=operator_namespace, values={"operator.watchNamespaces": f"{{{app_ns}}}"})
+    # Namespaced: a Role in the watched namespace; cluster-wide: the ClusterRole. Both with the chart's token.
+    values = {"operator.watchNamespaces": f"{{{app_ns}}}"} if scope == "namespaced" else {}
+    helm_install(kube, namespace=operator_namespace, values=values)
     deployment = kube.get_json("deployment", "agent-engine-operator", "--namespace", operator_namespace)
     pod_spec = deployment["spec"]["template"]["spec"]
     # Run the operator here, as the chart's Deployment would: its env and its ServiceAccount's token.
     sa_kubeconfig = cluster.service_account_kubeconfig(
         namespace=operator_namespace, name=pod_spec["serviceAccountName"]
     )
-    env = {e["name"]: e["value"] for e in pod_spec["containers"][0]["env"]}
+    env = {e["name"]: e.get("value", "") for e in pod_spec["containers"][0]["env"]}
     env |= {
         "KUBECONFIG": str(sa_kubeconfig),
         "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{free_port()}/healthz",
