@@ -21,6 +21,7 @@ import httpx
 
 from agent_runtime.connectors import ConnectorExecutor, ToolYaml, compile_catalog, materialize_connector
 from tests.conftest import free_port, wait_for_port
+from tests.providers.echo_provider import item_api_document
 
 CALLS = 3000
 BLOCK = 100
@@ -28,23 +29,6 @@ WARMUP = 300
 CONCURRENT = 32
 RATE_SECONDS = 3.0
 CREDENTIAL = "bench-provider-credential"
-DOCUMENT = {
-    "openapi": "3.0.3",
-    "info": {"title": "echo", "version": "1"},
-    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-    "security": [{"bearer": []}],
-    "paths": {
-        "/echo/items/{itemId}": {
-            "get": {
-                "operationId": "getItem",
-                "parameters": [
-                    {"name": "itemId", "in": "path", "required": True, "schema": {"type": "string"}},
-                    {"name": "expand", "in": "query", "schema": {"type": "string"}},
-                ],
-            }
-        }
-    },
-}
 
 
 def _percentile(samples: list[float], fraction: float) -> float:
@@ -122,7 +106,7 @@ def main() -> None:
     try:
         wait_for_port("127.0.0.1", port, proc=provider)
         base = f"http://127.0.0.1:{port}"
-        catalog = compile_catalog(DOCUMENT, connector_name="echo")
+        catalog = compile_catalog(item_api_document(), connector_name="echo")
         tool = ToolYaml(
             name="echo",
             source={"base_url": base},

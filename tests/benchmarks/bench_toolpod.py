@@ -22,7 +22,6 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -34,6 +33,7 @@ from agent_runtime.connectors import (
     write_bundle,
 )
 from tests.conftest import REPO_ROOT, free_port, wait_for_port
+from tests.providers.echo_provider import item_api_document
 
 SEQUENTIAL_CALLS = 1500
 WARMUP_CALLS = 200
@@ -41,24 +41,6 @@ CONCURRENT_CALLERS = 32
 CONCURRENT_SECONDS = 4.0
 TOKEN = "bench-runtime-token"
 PROVIDER_CREDENTIAL = "bench-provider-credential"
-
-DOCUMENT: dict[str, Any] = {
-    "openapi": "3.0.3",
-    "info": {"title": "Echo provider", "version": "1"},
-    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-    "security": [{"bearer": []}],
-    "paths": {
-        "/echo/items/{itemId}": {
-            "get": {
-                "operationId": "getItem",
-                "parameters": [
-                    {"name": "itemId", "in": "path", "required": True, "schema": {"type": "string"}}
-                ],
-                "responses": {"200": {"description": "the item"}},
-            }
-        }
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -205,7 +187,7 @@ async def _measure(*, direct: Target, connector: Target, tenant: Target, toolpod
 
 
 def _write_bundle(directory: Path, provider_url: str) -> Path:
-    catalog = compile_catalog(DOCUMENT, connector_name="echo")
+    catalog = compile_catalog(item_api_document(), connector_name="echo")
     tool = scaffold_tool_yaml(catalog, base_url=provider_url)
     return write_bundle(build_bundle([materialize_connector(tool, catalog)]), directory)
 

@@ -270,6 +270,28 @@ class RunningProvider:
         self.thread.join(timeout=10)
 
 
+def item_api_document() -> dict[str, Any]:
+    """An OpenAPI 3.0 document for this provider's `GET /echo/items/{itemId}` (bearer auth), to compile."""
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "Echo provider", "version": "1"},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+        "paths": {
+            "/echo/items/{itemId}": {
+                "get": {
+                    "operationId": "getItem",
+                    "parameters": [
+                        {"name": "itemId", "in": "path", "required": True, "schema": {"type": "string"}},
+                        {"name": "expand", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "responses": {"200": {"description": "the request as the provider saw it"}},
+                }
+            }
+        },
+    }
+
+
 def start_echo_provider(*, host: str = "127.0.0.1", port: int = 0) -> RunningProvider:
     """Start serving in a daemon thread and return once the socket accepts connections."""
     if host not in _LOOPBACK:
