@@ -370,16 +370,39 @@ def _network_policy(agent: Agent, suffix: str, component: str | None, spec: dict
     }
 
 
+def _tcp(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def _component_policy(
+    agent: Agent, component: str, *, ingress_from: list[dict[str, Any]], egress: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Who may reach `component` on its own port, and where it may go; everything else stays denied."""
+    port = contract.PORTS[MODES[component]]
+    return _network_policy(
+        agent,
+        component,
+        component,
+        {
+            "podSelector": {"matchLabels": selector(agent.meta.name, component)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": ingress_from, "ports": _tcp(port)}],
+            "egress": egress,
+        },
+    )
+
+
 def _network_policies(
     agent: Agent, *, provider_ports: Sequence[int], settings: RenderSettings
 ) -> list[dict[str, Any]]:
     """The trust table as NetworkPolicies: deny everything for the Agent's pods, then allow its paths."""
     name = agent.meta.name
     memory = agent.spec.components.memory.enabled
-    ports = contract.PORTS
-    mem_port = ports[contract.RunnerMode.MEMORY]
     memory_peer = {"podSelector": {"matchLabels": selector(name, "memory")}}
-    to_memory = [{"to": [memory_peer], "ports": [{"protocol": "TCP", "port": mem_port}]}] if memory else []
+    to_memory = (
+        [{"to": [memory_peer], "ports": _tcp(contract.PORTS[contract.RunnerMode.MEMORY])}] if memory else []
+    )
+    to_providers = [{"to": _ANYWHERE, "ports": _tcp(*provider_ports)}] if provider_ports else []
     policies = [
         _network_policy(
             agent,
@@ -387,80 +410,26 @@ def _network_policies(
             None,
             {"podSelector": {"matchLabels": {AGENT_LABEL: name}}, "policyTypes": ["Ingress", "Egress"]},
         ),
-        _network_policy(
+        _component_policy(
             agent,
             "aer",
-            "aer",
-            {
-                "podSelector": {"matchLabels": selector(name, "aer")},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [
-                    {
-                        "from": [_oe_peer(settings)],
-                        "ports": [{"protocol": "TCP", "port": ports[contract.RunnerMode.AER]}],
-                    }
-                ],
-                "egress": [
-                    {
-                        "to": [_oe_peer(settings)],
-                        "ports": [{"protocol": "TCP", "port": ports[contract.RunnerMode.OE]}],
-                    },
-                    {"to": _ANYWHERE, "ports": [{"protocol": "TCP", "port": 443}]},  # the LLM API
-                    *to_memory,
-                    _DNS,
-                ],
-            },
+            ingress_from=[_oe_peer(settings)],
+            egress=[
+                {"to": [_oe_peer(settings)], "ports": _tcp(contract.PORTS[contract.RunnerMode.OE])},
+                {"to": _ANYWHERE, "ports": _tcp(443)},  # the LLM API
+                *to_memory,
+                _DNS,
+            ],
         ),
-        _network_policy(
-            agent,
-            "tool",
-            "tool",
-            {
-                "podSelector": {"matchLabels": selector(name, "tool")},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [
-                    {
-                        "from": [_oe_peer(settings)],
-                        "ports": [{"protocol": "TCP", "port": ports[contract.RunnerMode.TOOL]}],
-                    }
-                ],
-                "egress": [
-                    *(
-                        [{"to": _ANYWHERE, "ports": [{"protocol": "TCP", "port": p} for p in provider_ports]}]
-                        if provider_ports
-                        else []
-                    ),
-                    *to_memory,
-                    _DNS,
-                ],
-            },
+        _component_policy(
+            agent, "tool", ingress_from=[_oe_peer(settings)], egress=[*to_providers, *to_memory, _DNS]
         ),
     ]
     if memory:
-        store_egress = (
-            [{"to": _ANYWHERE, "ports": [{"protocol": "TCP", "port": 27017}]}]
-            if agent.spec.components.memory.store.type == "mongodb"
-            else []
-        )
+        mongodb = agent.spec.components.memory.store.type == "mongodb"
+        store_egress = [{"to": _ANYWHERE, "ports": _tcp(27017)}] if mongodb else []
+        callers = [{"podSelector": {"matchLabels": selector(name, c)}} for c in ("aer", "tool")]
         policies.append(
-            _network_policy(
-                agent,
-                "memory",
-                "memory",
-                {
-                    "podSelector": {"matchLabels": selector(name, "memory")},
-                    "policyTypes": ["Ingress", "Egress"],
-                    "ingress": [
-                        {
-                            "from": [
-                                {"podSelector": {"matchLabels": selector(name, "aer")}},
-                                {"podSelector": {"matchLabels": selector(name, "tool")}},
-                            ],
-                            "ports": [{"protocol": "TCP", "port": mem_port}],
-                        }
-                    ],
-                    "egress": [*store_egress, _DNS],
-                },
-            )
+            _component_policy(agent, "memory", ingress_from=callers, egress=[*store_egress, _DNS])
         )
     return policies
