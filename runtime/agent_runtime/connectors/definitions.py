@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent_runtime.connectors.documents import check_json_value, parse_document_text, refuse_url
+from agent_runtime.connectors.documents import check_json_value, parse_document_text, read_local_text
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.naming import check_connector_name
 
@@ -181,13 +181,8 @@ class ToolDefinitions(_Model):
 
 def load_tool_defs(path: str | Path) -> ToolDefinitions:
     """Load a compiled catalog or materialized connector file."""
-    refuse_url(str(path), field="tool_defs")
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConnectorError(f"tool_defs: file {str(file)!r} does not exist; check the path") from None
-    return ToolDefinitions.loads(text, where=f"tool_defs {file.name}")
+    text = read_local_text(path, field="tool_defs")
+    return ToolDefinitions.loads(text, where=f"tool_defs {Path(path).name}")
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -36,22 +36,36 @@ def refuse_url(reference: str, *, field: str) -> None:
         )
 
 
-def read_document_file(path: str | Path, *, field: str = "document", with_fingerprint: bool = False) -> Any:
-    """Parse a local JSON or YAML file; with `with_fingerprint`, return (data, sha256 hex of the bytes)."""
+def read_local_bytes(path: str | Path, *, field: str) -> bytes:
+    """A local file's bytes; a URL, a missing file or a directory is a ConnectorError naming `field`."""
     refuse_url(str(path), field=field)
     file = Path(path)
     try:
-        raw = file.read_bytes()
-        text = raw.decode("utf-8")
+        return file.read_bytes()
     except FileNotFoundError:
         raise ConnectorError(f"{field}: file {str(file)!r} does not exist; check the path") from None
     except IsADirectoryError:
-        raise ConnectorError(f"{field}: {str(file)!r} is a directory; name the document file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConnectorError(
-            f"{field}: cannot read {str(file)!r} as UTF-8 text ({exc.__class__.__name__})"
-        ) from None
-    data = parse_document_text(text, field=f"{field} {file.name}")
+        raise ConnectorError(f"{field}: {str(file)!r} is a directory; name the file") from None
+    except OSError as exc:
+        raise ConnectorError(f"{field}: cannot read {str(file)!r} ({exc.__class__.__name__})") from None
+
+
+def read_local_text(path: str | Path, *, field: str) -> str:
+    """A local UTF-8 text file, with the same errors as `read_local_bytes`."""
+    return _decode(read_local_bytes(path, field=field), path=path, field=field)
+
+
+def _decode(raw: bytes, *, path: str | Path, field: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConnectorError(f"{field}: {str(path)!r} is not UTF-8 text") from None
+
+
+def read_document_file(path: str | Path, *, field: str = "document", with_fingerprint: bool = False) -> Any:
+    """Parse a local JSON or YAML file; with `with_fingerprint`, return (data, sha256 hex of the bytes)."""
+    raw = read_local_bytes(path, field=field)
+    data = parse_document_text(_decode(raw, path=path, field=field), field=f"{field} {Path(path).name}")
     return (data, hashlib.sha256(raw).hexdigest()) if with_fingerprint else data
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_runtime.connectors.bundle import Bundle, build_bundle, contained_path, read_bundle
 from agent_runtime.connectors.compile import load_catalog_text
 from agent_runtime.connectors.definitions import ToolDefinitions
-from agent_runtime.connectors.documents import parse_document_text, refuse_url
+from agent_runtime.connectors.documents import parse_document_text, read_local_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.toolyaml import ToolYaml, materialize_connector
 
@@ -69,14 +69,8 @@ def resolve_runtime_bundle(
 
 def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
     """agent.yaml -> its connectors materialized -> the bundle (what the operator writes, byte for byte)."""
-    refuse_url(str(agent_config), field="agent config")
     config_file = Path(agent_config)
-    try:
-        text = config_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConnectorError(
-            f"agent config: {str(config_file)!r} does not exist; check AGENT_CONFIG_PATH"
-        ) from None
+    text = read_local_text(config_file, field="agent config (AGENT_CONFIG_PATH)")
     data = parse_document_text(text, field=config_file.name)
     try:
         parsed = AgentConnectors.model_validate(data if isinstance(data, dict) else {})
@@ -93,18 +87,11 @@ def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
         field_name = f"{config_file.name} connectors[{index}].source"
         refuse_url(entry.source, field=field_name)
         tool_file = contained_path(workspace, entry.source, field=field_name)
-        tool = ToolYaml.loads(_read(tool_file, field=field_name), where=entry.source)
+        tool = ToolYaml.loads(read_local_text(tool_file, field=field_name), where=entry.source)
         catalog_relative = os.path.relpath(tool_file.parent / tool.tool_defs, workspace)
         catalog_file = contained_path(workspace, catalog_relative, field=f"{entry.source} tool_defs")
         catalog = load_catalog_text(
-            _read(catalog_file, field=f"{entry.source} tool_defs"), connector_name=tool.name
+            read_local_text(catalog_file, field=f"{entry.source} tool_defs"), connector_name=tool.name
         )
         materialized.append(materialize_connector(tool, catalog))
     return build_bundle(materialized)
-
-
-def _read(path: Path, *, field: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConnectorError(f"{field}: {str(path)!r} does not exist; check the path") from None

@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_runtime.connectors.definitions import AuthSpec, AuthType, SourceSpec, ToolDefinitions, ToolSpec
-from agent_runtime.connectors.documents import parse_document_text, refuse_url
+from agent_runtime.connectors.documents import parse_document_text, read_local_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.naming import check_connector_name, disambiguate, tool_name
 
@@ -106,13 +106,8 @@ class ToolYaml(BaseModel):
 
 
 def load_tool_yaml(path: str | Path) -> ToolYaml:
-    refuse_url(str(path), field="tool.yaml")
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConnectorError(f"tool.yaml: file {str(file)!r} does not exist; check the path") from None
-    return ToolYaml.loads(text, where=str(file.name))
+    text = read_local_text(path, field="tool.yaml")
+    return ToolYaml.loads(text, where=Path(path).name)
 
 
 def scaffold_tool_yaml(
