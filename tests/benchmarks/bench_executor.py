@@ -133,9 +133,10 @@ def main() -> None:
             building_us = (time.perf_counter() - started) / 20_000 * 1e6
         print(f"request building alone (prepare): {building_us:.1f} us per call")
 
-        async def run_async() -> tuple[float, float]:
+        async def run_async() -> tuple[float, float, float, float, float]:
+            """Sequential latency against both bare clients, then throughput of all three."""
             async with (
-                httpx.AsyncClient() as aclient,
+                httpx.AsyncClient(limits=httpx.Limits(max_connections=200)) as aclient,
                 aiohttp.ClientSession() as session,
                 ConnectorExecutor(connector) as aexecutor,
             ):
@@ -156,30 +157,10 @@ def main() -> None:
                 vs_aiohttp = _report(
                     "async vs bare aiohttp (the pool under aexecute)", abare, aours, baseline="bare aiohttp"
                 )
-                return vs_httpx, vs_aiohttp
+                rates = (await _rate(bare_httpx), await _rate(bare_aiohttp), await _rate(our_call))
+                return vs_httpx, vs_aiohttp, *rates
 
-        async_overhead, transport_overhead = asyncio.run(run_async())
-
-        async def throughput() -> tuple[float, float, float]:
-            async with (
-                httpx.AsyncClient(limits=httpx.Limits(max_connections=200)) as aclient,
-                aiohttp.ClientSession() as session,
-                ConnectorExecutor(connector) as aexecutor,
-            ):
-
-                async def bare_httpx() -> None:
-                    await aclient.get(url, headers=headers)
-
-                async def bare_aiohttp() -> None:
-                    async with session.get(url, headers=headers) as response:
-                        await response.read()
-
-                async def our_call() -> None:
-                    await aexecutor.aexecute("echo_getItem", arguments, env=env)
-
-                return await _rate(bare_httpx), await _rate(bare_aiohttp), await _rate(our_call)
-
-        httpx_rate, aiohttp_rate, our_rate = asyncio.run(throughput())
+        async_overhead, transport_overhead, httpx_rate, aiohttp_rate, our_rate = asyncio.run(run_async())
         print(
             f"async throughput, {CONCURRENT} concurrent callers for {RATE_SECONDS:g} s each: "
             f"bare httpx.AsyncClient {httpx_rate:.0f} calls/s, bare aiohttp {aiohttp_rate:.0f} calls/s, "
