@@ -7,7 +7,7 @@ and re-apply the defaults, so a unit test can build a spec from a few fields.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -144,28 +144,25 @@ class ObjectRef(Spec):
     generation: int = 0
 
 
-class Agent(Spec):
+class Resource(Spec):
+    """A resource as the operator reads it: its identity, spec (typed by the subclass) and status."""
+
     meta: ObjectRef
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Self:
+        return cls.model_validate(
+            {"meta": _meta(body), "spec": body.get("spec") or {}, "status": _status(body)}
+        )
+
+
+class Agent(Resource):
     spec: AgentSpec
-    status: dict[str, Any] = Field(default_factory=dict)
-
-    @classmethod
-    def from_body(cls, body: dict[str, Any]) -> Agent:
-        return cls(
-            meta=_meta(body), spec=AgentSpec.model_validate(body.get("spec") or {}), status=_status(body)
-        )
 
 
-class Connector(Spec):
-    meta: ObjectRef
+class Connector(Resource):
     spec: ConnectorSpec
-    status: dict[str, Any] = Field(default_factory=dict)
-
-    @classmethod
-    def from_body(cls, body: dict[str, Any]) -> Connector:
-        return cls(
-            meta=_meta(body), spec=ConnectorSpec.model_validate(body.get("spec") or {}), status=_status(body)
-        )
 
 
 def _meta(body: dict[str, Any]) -> ObjectRef:
