@@ -1,0 +1,1 @@
+"""The Orchestration Engine: executions, policy, audit log, replay cache and routing, free of HTTP."""

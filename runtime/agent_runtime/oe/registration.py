@@ -1,0 +1,68 @@
+"""What the OE knows about one Agent (Decision 12): its token, addresses, policy and tools.
+
+The operator publishes one registration per Agent into the OE's namespace (a Secret); dev mode and tests
+write the same document as a file. The OE refuses every call for an Agent it has no registration for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic.alias_generators import to_camel
+
+from agent_runtime.oe.policy import ToolPolicy
+
+# A Secret in the OE's namespace carrying one registration under this key, selected by this label.
+REGISTRATION_KEY = "registration.json"
+REGISTRATION_LABEL = "agentengine.io/oe-registration"
+
+
+class ToolEntry(BaseModel):
+    """One tool the Agent may call: where it runs and whether it is sensitive (Decision 6)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=256)
+    location: Literal["local", "remote"]
+    sensitive: bool = False
+
+
+class AgentRegistration(BaseModel):
+    """One Agent as the OE sees it. `agent` is `<namespace>/<name>`."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    agent: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")
+    token: SecretStr
+    aer_url: str = Field(pattern=r"^https?://")
+    tool_url: str = Field(pattern=r"^https?://")
+    policy: ToolPolicy = ToolPolicy()
+    tools: tuple[ToolEntry, ...] = ()
+
+    @field_validator("aer_url", "tool_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @property
+    def project_id(self) -> str:
+        """The Agent's namespace (Decision 1)."""
+        return self.agent.split("/", 1)[0]
+
+    @property
+    def workspace_id(self) -> str:
+        """`APP_ID`: `<namespace>.<name>` (Decision 1)."""
+        return self.agent.replace("/", ".", 1)
+
+    def token_digest(self) -> str:
+        """How the OE indexes tokens: a caller's token is looked up by digest, never compared in a loop."""
+        return token_digest(self.token.get_secret_value())
+
+    def tool(self, name: str) -> ToolEntry | None:
+        return next((entry for entry in self.tools if entry.name == name), None)
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()

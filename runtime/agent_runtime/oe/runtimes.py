@@ -1,0 +1,132 @@
+"""The OE's calls into an Agent's runtimes: AER `/execute`, Tool Pod `/execute` and `/invoke_llm`.
+
+aiohttp's pool, not httpx's: the OE sits on every step of every execution, and httpx's async pool loses
+most of its throughput under concurrency (see connectors/async_client.py). Each call carries the
+Agent's own runtime token; no error text here ever quotes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import aiohttp
+from pydantic import ValidationError
+
+from agent_runtime.oe.registration import AgentRegistration
+from agent_runtime.protocol import (
+    AER_EXECUTE_PATH,
+    INVOKE_LLM_PATH,
+    TOOL_EXECUTE_PATH,
+    TOOL_POD_UNREACHABLE,
+    AERExecuteRequest,
+    CallError,
+    CallOutcome,
+    InvokeLLMRequest,
+)
+
+logger = logging.getLogger(__name__)
+
+AER_EXECUTIONS_PATH = "/executions"
+
+
+class RuntimeUnavailable(Exception):
+    """The AER did not accept a run; the message is safe to store and show."""
+
+
+class Runtimes:
+    """One connection pool for every Agent's runtimes, opened on the serving event loop."""
+
+    def __init__(self, *, call_timeout_s: float = 600.0, connect_timeout_s: float = 5.0) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=call_timeout_s, sock_connect=connect_timeout_s)
+        self._short = aiohttp.ClientTimeout(total=10.0, sock_connect=connect_timeout_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _pool(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=256, ttl_dns_cache=60),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @staticmethod
+    def _headers(reg: AgentRegistration) -> dict[str, str]:
+        return {
+            "authorization": f"Bearer {reg.token.get_secret_value()}",
+            "content-type": "application/json",
+        }
+
+    async def start_run(self, reg: AgentRegistration, request: AERExecuteRequest) -> None:
+        """Ask the AER to run (or re-run) an execution; raises RuntimeUnavailable unless it accepted."""
+        url = reg.aer_url + AER_EXECUTE_PATH
+        body = request.model_dump_json().encode()
+        try:
+            async with self._pool().post(
+                url, data=body, headers=self._headers(reg), timeout=self._short
+            ) as response:
+                if response.status in (200, 202):
+                    return
+                raise RuntimeUnavailable(
+                    f"the AER of {reg.agent} refused the run with HTTP {response.status}"
+                )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeUnavailable(
+                f"the AER of {reg.agent} is unreachable ({type(exc).__name__})"
+            ) from None
+
+    async def execution_alive(self, reg: AgentRegistration, execution_id: str) -> bool | None:
+        """True if the AER runs it, False if it says it does not, None if it could not be asked."""
+        url = f"{reg.aer_url}{AER_EXECUTIONS_PATH}/{execution_id}"
+        try:
+            async with self._pool().get(url, headers=self._headers(reg), timeout=self._short) as response:
+                if response.status == 200:
+                    return True
+                if response.status == 404:
+                    return False
+                return None
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+
+    async def execute_tool(
+        self, reg: AgentRegistration, *, tool: str, arguments: dict[str, Any], execution_id: str, step: int
+    ) -> CallOutcome:
+        body = {"tool": tool, "arguments": arguments, "execution_id": execution_id, "step": step}
+        return await self._call(reg, TOOL_EXECUTE_PATH, body)
+
+    async def invoke_llm(self, reg: AgentRegistration, request: InvokeLLMRequest) -> CallOutcome:
+        return await self._call(reg, INVOKE_LLM_PATH, request.model_dump(mode="json"))
+
+    async def _call(self, reg: AgentRegistration, path: str, body: dict[str, Any]) -> CallOutcome:
+        """POST to the Tool Pod. Unreachable or a broken answer is the tool's failure (OE-12), not ours."""
+        started = time.perf_counter()
+        url = reg.tool_url + path
+        try:
+            async with self._pool().post(
+                url, data=json.dumps(body).encode(), headers=self._headers(reg), timeout=self._timeout
+            ) as response:
+                payload = await response.read()
+                if response.status != 200:
+                    return _unreachable(f"the Tool Pod answered HTTP {response.status}", started)
+            return CallOutcome.model_validate_json(payload)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            return _unreachable(f"the Tool Pod could not be reached ({type(exc).__name__})", started)
+        except ValidationError:
+            return _unreachable("the Tool Pod's answer was not a call outcome", started)
+
+
+def _unreachable(explanation: str, started: float) -> CallOutcome:
+    return CallOutcome(
+        status="error",
+        error=CallError(category=TOOL_POD_UNREACHABLE, explanation=explanation),
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )

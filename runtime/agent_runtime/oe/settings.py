@@ -1,0 +1,83 @@
+"""The OE's settings, read once from its environment (the chart renders them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+STORE_TYPE_ENV = "OE_STORE_TYPE"
+SQLITE_PATH_ENV = "OE_SQLITE_PATH"
+MONGODB_URI_ENV = "OE_MONGODB_URI"
+MONGODB_DATABASE_ENV = "OE_MONGODB_DATABASE"
+REGISTRATIONS_DIR_ENV = "OE_REGISTRATIONS_DIR"
+CLIENT_TOKEN_ENV = "OE_CLIENT_TOKEN"  # noqa: S105 - the variable's name
+CLIENT_TOKEN_FILE_ENV = "OE_CLIENT_TOKEN_FILE"  # noqa: S105
+WATCHDOG_INTERVAL_ENV = "OE_WATCHDOG_INTERVAL_S"
+AER_LOST_AFTER_ENV = "OE_AER_LOST_AFTER_S"
+
+DEFAULT_SQLITE_PATH = "/var/lib/agent-engine/oe/oe.sqlite3"
+DEFAULT_MONGODB_DATABASE = "agent_engine_oe"
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the variable and the fix."""
+
+
+@dataclass(frozen=True)
+class OESettings:
+    store_type: str
+    sqlite_path: str
+    mongodb_uri: str | None
+    mongodb_database: str
+    client_token: str
+    watchdog_interval_s: float
+    aer_lost_after_s: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OESettings:
+        return cls(
+            store_type=env.get(STORE_TYPE_ENV, "sqlite").strip().lower() or "sqlite",
+            sqlite_path=env.get(SQLITE_PATH_ENV, "").strip() or DEFAULT_SQLITE_PATH,
+            mongodb_uri=env.get(MONGODB_URI_ENV, "").strip() or None,
+            mongodb_database=env.get(MONGODB_DATABASE_ENV, "").strip() or DEFAULT_MONGODB_DATABASE,
+            client_token=_client_token(env),
+            watchdog_interval_s=_seconds(env, WATCHDOG_INTERVAL_ENV, 10.0),
+            aer_lost_after_s=_seconds(env, AER_LOST_AFTER_ENV, 30.0),
+        )
+
+
+def _client_token(env: Mapping[str, str]) -> str:
+    file_name = env.get(CLIENT_TOKEN_FILE_ENV, "").strip()
+    if file_name:
+        try:
+            token = Path(file_name).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SettingsError(
+                f"{CLIENT_TOKEN_FILE_ENV}={file_name}: cannot read it ({type(exc).__name__})"
+            ) from None
+        if token:
+            return token
+        raise SettingsError(
+            f"{CLIENT_TOKEN_FILE_ENV}={file_name}: the file is empty; put the client token in it"
+        )
+    token = env.get(CLIENT_TOKEN_ENV, "").strip()
+    if token:
+        return token
+    raise SettingsError(
+        f"no client token: set {CLIENT_TOKEN_FILE_ENV} to a file holding the token clients present on "
+        f"/invoke and the execution API, or {CLIENT_TOKEN_ENV} for a local run"
+    )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise SettingsError(f"{name}={raw!r} is not a positive number of seconds")
+    return value

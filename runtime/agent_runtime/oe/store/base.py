@@ -1,0 +1,166 @@
+"""The OE's durable state behind one interface: executions, steps (replay cache), audit log, events.
+
+Every backend (SQLite, MongoDB) passes the one shared suite in tests/integration/oe/test_store.py. All
+writes are durable when the call returns: a SIGKILL right after loses nothing that was acknowledged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
+
+
+class ExecutionRecord(BaseModel):
+    """One execution of one Agent; `status` moves only through `Store.transition`."""
+
+    execution_id: str
+    agent: str  # "<namespace>/<name>"
+    project_id: str  # the Agent's namespace
+    workspace_id: str  # APP_ID: "<namespace>.<name>"
+    session_id: str
+    user_id: str | None = None
+    org_id: str | None = None
+    input: Any = None
+    status: ExecutionState = ExecutionState.PENDING
+    result: Any = None
+    error: CallError | None = None
+    suspension: dict[str, Any] | None = None  # the SUSPENDED payload while suspended
+    created_at: float  # epoch seconds
+    updated_at: float
+    finished_at: float | None = None
+    step_count: int = 0  # highest step number seen
+    runs: int = 0  # how many times the AER was asked to run it (1 + resumes)
+    cancel_requested: bool = False
+
+
+StepState = Literal["in_progress", "done"]
+
+
+class StepRecord(BaseModel):
+    """The replay cache entry for `(execution_id, step)`: what was asked and, once done, its final outcome."""
+
+    execution_id: str
+    step: int
+    tool: str
+    fingerprint: str  # sha256 of tool name + canonical JSON of args/messages (Decision 4)
+    state: StepState = "in_progress"
+    owner: str = ""  # which OE process claimed it (a restarted OE re-drives its own stale claims)
+    outcome: CallOutcome | None = None
+    created_at: float
+    updated_at: float
+
+
+class AuditRecord(BaseModel):
+    """Exactly one per call attempt (and one per refused callback); arguments already redacted."""
+
+    execution_id: str
+    step: int | None = None
+    agent: str
+    workspace_id: str
+    kind: Literal["tool", "llm", "callback", "resume", "cancel"]
+    tool: str | None = None
+    llm_id: str | None = None
+    args: Any = None  # redacted arguments (or messages for an LLM call)
+    decision: str  # allow | deny | approval | cached | diverged | callback | conflict | ...
+    reason: str | None = None
+    route: str | None = None  # tool_pod | callback | cache | none
+    from_cache: bool = False
+    status: str | None = None  # success | error | suspend | accepted | refused
+    error_category: str | None = None
+    duration_ms: float | None = None
+    pod_name: str | None = None
+    at: float
+
+
+class EventRecord(BaseModel):
+    """One entry of an execution's event stream; `seq` counts from 1 per execution, without gaps."""
+
+    execution_id: str
+    seq: int
+    type: str  # step_started | step_finished | suspended | resumed | completed | failed | cancelled | ...
+    step: int | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: float
+
+
+class Page(BaseModel):
+    """A page of executions, newest first; pass `next_cursor` back to get the next one."""
+
+    items: list[ExecutionRecord]
+    next_cursor: str | None = None
+
+
+class Store(Protocol):
+    """The OE's persistence. Implementations: `SqliteStore` (embedded default) and `MongoStore`."""
+
+    async def open(self) -> None:
+        """Create tables/collections and indexes; idempotent."""
+
+    async def close(self) -> None: ...
+
+    # executions
+    async def create_execution(self, record: ExecutionRecord) -> None:
+        """Insert; raises KeyError if the id exists."""
+
+    async def get_execution(self, execution_id: str) -> ExecutionRecord | None: ...
+
+    async def transition(
+        self,
+        execution_id: str,
+        *,
+        from_states: frozenset[ExecutionState],
+        changes: dict[str, Any],
+    ) -> ExecutionRecord | None:
+        """Atomically apply `changes` (field -> value, `status` included) if the current status is one of
+        `from_states`; return the updated record, or None when the status did not match (or no such id)."""
+
+    async def update_execution(self, execution_id: str, changes: dict[str, Any]) -> None:
+        """Apply `changes` unconditionally (bookkeeping fields such as `updated_at`, never `status`)."""
+
+    async def note_step(self, execution_id: str, step: int, *, at: float) -> None:
+        """Raise `step_count` to `step` if lower and set `updated_at`."""
+
+    async def list_executions(
+        self,
+        *,
+        agent: str | None = None,
+        status: ExecutionState | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """Newest first (created_at, then execution_id, descending), filtered, `limit` at most."""
+
+    async def count_executions(self) -> int: ...
+
+    # steps: the replay cache
+    async def claim_step(self, record: StepRecord) -> StepRecord | None:
+        """Insert `record` if no step exists at its `(execution_id, step)`; return None when this call
+        inserted it, else the existing record (unchanged)."""
+
+    async def get_step(self, execution_id: str, step: int) -> StepRecord | None: ...
+
+    async def finish_step(self, execution_id: str, step: int, outcome: CallOutcome, *, at: float) -> None:
+        """Store the final outcome and mark the step done."""
+
+    async def reset_step(self, execution_id: str, step: int, *, owner: str, at: float) -> None:
+        """Hand an in-progress step to a new owner (a restarted OE re-driving a stale claim)."""
+
+    async def delete_step(self, execution_id: str, step: int) -> None:
+        """Forget an in-progress step whose call never ran (refused before anything was sent)."""
+
+    # audit log
+    async def append_audit(self, record: AuditRecord) -> None: ...
+
+    async def list_audit(self, execution_id: str) -> list[AuditRecord]:
+        """In the order appended."""
+
+    # events
+    async def append_event(
+        self, execution_id: str, *, type: str, step: int | None, data: dict[str, Any], at: float
+    ) -> EventRecord:
+        """Append with the next `seq` for that execution (atomic across concurrent appends)."""
+
+    async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]: ...

@@ -1,0 +1,233 @@
+"""The wire contracts between the Orchestration Engine, the AER and the Tool Pod (pydantic models).
+
+One module for every body that crosses a component boundary, so both ends of a call import the same
+model. Field names follow `shared/specs/runtime-contracts.md` (Decisions 2, 3 and 5, OE-04 to OE-13, B-12).
+Requests ignore unknown fields (a newer peer may send more); answers are built only by us.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# The literal tool name that marks an LLM call on `/tool/execute` (Decision 3).
+INVOKE_LLM = "invoke_llm"
+
+# Paths.
+AER_EXECUTE_PATH = "/execute"
+AER_EXECUTION_PATH = "/executions/{execution_id}"
+TOOL_EXECUTE_PATH = "/execute"
+INVOKE_LLM_PATH = "/invoke_llm"
+OE_TOOL_EXECUTE_PATH = "/tool/execute"
+OE_TOOL_RESULT_PATH = "/tool/result"
+OE_CALLBACK_PATH = "/executor/callback"
+
+# Error categories the platform adds to the Tool Pod's and the connector core's.
+POLICY_DENIED = "policy_denied"
+REPLAY_DIVERGED = "replay_diverged"
+TOOL_POD_UNREACHABLE = "tool_pod_unreachable"
+UNKNOWN_LLM = "unknown_llm"
+LLM_ERROR = "llm_error"
+ENTRYPOINT_ERROR = "entrypoint_error"
+PLATFORM_FAILURE = "platform_failure"
+AER_LOST = "aer_lost"
+REJECTED_BY_REVIEWER = "rejected_by_reviewer"
+CANCELLED = "cancelled"
+INVALID_RESULT = "invalid_result"
+
+_ID = Field(min_length=1, max_length=256)
+
+
+class Request(BaseModel):
+    """A body we receive: unknown fields are ignored, so an older receiver accepts a newer sender."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
+    """Pydantic errors as {field, problem}, without the offending input (it may be a secret)."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in error["loc"]) or "(body)"
+        problems.append({"field": field, "problem": error["msg"]})
+    return problems
+
+
+class ExecutionState(StrEnum):
+    """Client-facing execution states (lower case, Decision 2)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+INVALID_RESULT = "invalid_result"
+
+
+TERMINAL_STATES = frozenset({ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED})
+
+
+class CallbackStatus(StrEnum):
+    """The AER's final word on a run (upper case, as S1 writes it)."""
+
+    COMPLETED = "COMPLETED"
+    SUSPENDED = "SUSPENDED"
+    FAILED = "FAILED"
+
+
+def state_of_callback(status: CallbackStatus) -> ExecutionState:
+    """The one mapping between the callback's upper-case names and the client-facing states."""
+    return ExecutionState(status.value.lower())
+
+
+class CallError(BaseModel):
+    """A classified failure, safe to show to the model, the client and the audit log."""
+
+    category: str = Field(min_length=1, max_length=128)
+    explanation: str = Field(default="", max_length=16_384)
+    status_code: int | None = None
+
+
+# OE -> AER ------------------------------------------------------------------------------------------------
+
+
+class AERExecuteRequest(Request):
+    """`POST /execute` on the AER: start (or, with `resume`, re-run) one execution. Answered 202."""
+
+    execution_id: str = _ID
+    workspace_id: str = Field(default="", max_length=256)
+    session_id: str | None = Field(default=None, max_length=256)
+    user_id: str | None = Field(default=None, max_length=256)
+    org_id: str | None = Field(default=None, max_length=256)
+    input: Any = None
+    resume: bool = False
+
+
+class AERExecutionStatus(BaseModel):
+    """The AER's answer to `POST /execute` (202) and `GET /executions/{id}` (200) while it runs that execution."""
+
+    execution_id: str
+    state: Literal["running"] = "running"
+
+
+# AER -> OE ------------------------------------------------------------------------------------------------
+
+
+class ToolExecuteRequest(Request):
+    """`POST /tool/execute`: one intercepted call. An LLM call has `tool == "invoke_llm"` and `messages`."""
+
+    execution_id: str = _ID
+    step: int = Field(ge=1)
+    tool: str = Field(min_length=1, max_length=256)
+    args: dict[str, Any] = Field(default_factory=dict)
+    llm_id: str | None = Field(default=None, max_length=256)
+    messages: list[dict[str, Any]] | None = None
+    # LLM calls: the tool schemas offered to the model and per-call options (temperature, ...).
+    tools: list[dict[str, Any]] | None = None
+    options: dict[str, Any] | None = None
+
+    @property
+    def is_llm(self) -> bool:
+        return self.tool == INVOKE_LLM
+
+
+CallStatus = Literal["success", "error", "suspend"]
+
+
+class ToolExecuteAnswer(BaseModel):
+    """The OE's answer; exactly one of: a denial, a callback route, or a final outcome (OE-06)."""
+
+    step: int
+    proceed: bool
+    reason: str | None = None
+    route_to: Literal["callback"] | None = None
+    status: CallStatus | None = None
+    result: Any = None
+    error: CallError | None = None
+    from_cache: bool = False
+    duration_ms: float | None = None
+    pod_name: str | None = None
+
+
+class ToolResultRequest(Request):
+    """`POST /tool/result`: the outcome of a local tool the AER ran after `route_to: "callback"`."""
+
+    execution_id: str = _ID
+    step: int = Field(ge=1)
+    status: CallStatus
+    result: Any = None
+    error: CallError | None = None
+    duration_ms: float | None = None
+
+
+class ExecutorCallback(Request):
+    """`POST /executor/callback`: the end of one run of the entrypoint."""
+
+    execution_id: str = _ID
+    status: CallbackStatus
+    result: Any = None
+    metadata: dict[str, Any] | None = None
+    error: CallError | None = None
+
+
+# OE -> Tool Pod -------------------------------------------------------------------------------------------
+
+
+class InvokeLLMRequest(Request):
+    """`POST /invoke_llm` on the Tool Pod: run the model registered under `llm_id` once."""
+
+    llm_id: str = Field(min_length=1, max_length=256)
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    options: dict[str, Any] | None = None
+    stream: bool = False
+    execution_id: str | None = Field(default=None, max_length=256)
+    step: int | None = Field(default=None, ge=0)
+
+
+class CallOutcome(BaseModel):
+    """What the Tool Pod answers on `/execute` and `/invoke_llm`; the OE caches exactly this per step.
+
+    `status: "suspend"` (a tool called `app.suspend`) carries `result = {"reason", "payload"}`; the signal is
+    the status, never a value inside `result` (OE-14).
+    """
+
+    status: CallStatus
+    result: Any = None
+    error: CallError | None = None
+    duration_ms: float = 0.0
+    pod_name: str | None = None
+
+
+# Client -> OE ---------------------------------------------------------------------------------------------
+
+
+class InvokeRequest(Request):
+    """`POST /invoke`: run one Agent (`<namespace>/<name>`) on `input`."""
+
+    agent: str = Field(min_length=3, max_length=317, pattern=r"^[a-z0-9][-a-z0-9]*/[a-z0-9][-.a-z0-9]*$")
+    input: Any = None
+    session_id: str | None = Field(default=None, max_length=256)
+    user_id: str | None = Field(default=None, max_length=256)
+    org_id: str | None = Field(default=None, max_length=256)
+
+
+class ReviewDecision(BaseModel):
+    """A human's decision on a suspended execution (Decision 5); `args` edits an approved call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approved", "rejected"]
+    reviewer_notes: str | None = Field(default=None, max_length=16_384)
+    args: dict[str, Any] | None = None
+
+
+class WrappedResume(BaseModel):
+    """The OE's internal `POST /resume/{execution_id}` body: `{"human_review": {...}}` only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    human_review: ReviewDecision
