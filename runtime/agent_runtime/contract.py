@@ -53,6 +53,32 @@ TOKEN_ENV: Final = "RUNTIME_TOKEN"  # noqa: S105
 STRUCTURED_LOGGING_ENV: Final = "STRUCTURED_LOGGING"
 APP_HOST_ENV: Final = "APP_HOST"
 
+# A managed runtime's identity (Decision 1): `<namespace>.<agent-name>` in every component; the AER also
+# gets REQUIRE_PROJECT_SCOPED_DB=true, so its checkpoints can only live in the project's own database.
+APP_ID_ENV: Final = "APP_ID"
+REQUIRE_PROJECT_SCOPED_DB_ENV: Final = "REQUIRE_PROJECT_SCOPED_DB"
+
+# Drain settings (L-06); the RUNNER_ prefix already makes them platform variables.
+DRAIN_MAX_DEADLINE_MS_ENV: Final = "RUNNER_DRAIN_MAX_DEADLINE_MS"
+DRAIN_RECORD_TTL_S_ENV: Final = "RUNNER_DRAIN_RECORD_TTL_S"
+
+# LLM credentials are platform-owned (Decision 9): the operator lists the env names it routed from
+# spec.llm.credentials here (comma-separated), and the well-known key names are never a tenant's either.
+LLM_CREDENTIAL_NAMES_ENV: Final = "AGENTIC_LLM_CREDENTIAL_NAMES"
+WELL_KNOWN_LLM_KEY_NAMES: Final = frozenset(
+    {
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "VOYAGE_API_KEY",
+        "GOOGLE_API_KEY",
+        "GEMINI_API_KEY",
+        "MISTRAL_API_KEY",
+        "COHERE_API_KEY",
+        "GROQ_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+    }
+)
+
 # Unauthenticated probe and scrape routes; every other route needs the bearer token.
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
@@ -66,7 +92,19 @@ RUNTIME_UID: Final = 10001
 # Platform environment: never a tenant secret in the Tool Pod. Everything else there is one.
 PLATFORM_ENV_PREFIXES: Final = ("AGENTIC_", "AGENT_", "RUNTIME_", "RUNNER_", "KUBERNETES_", "PYTHON", "LC_")
 PLATFORM_ENV_NAMES: Final = frozenset(
-    {"PATH", "HOME", "HOSTNAME", "LANG", "TERM", "PWD", "SHLVL", APP_HOST_ENV, STRUCTURED_LOGGING_ENV}
+    {
+        "PATH",
+        "HOME",
+        "HOSTNAME",
+        "LANG",
+        "TERM",
+        "PWD",
+        "SHLVL",
+        APP_HOST_ENV,
+        STRUCTURED_LOGGING_ENV,
+        APP_ID_ENV,
+        REQUIRE_PROJECT_SCOPED_DB_ENV,
+    }
 )
 # Kubernetes service-link variables (FOO_SERVICE_HOST, FOO_SERVICE_PORT_HTTP, FOO_PORT_80_TCP_ADDR, ...).
 # Rendered pods set enableServiceLinks: false, so only these unmistakable shapes are matched: a tenant secret
@@ -91,3 +129,15 @@ def is_platform_env(name: str) -> bool:
 def tenant_secret_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The Tool Pod's tenant secrets: its process environment minus platform variables."""
     return {name: value for name, value in environ.items() if not is_platform_env(name)}
+
+
+def llm_credential_names(environ: Mapping[str, str]) -> frozenset[str]:
+    """Env names that carry LLM credentials: the operator's list plus the well-known key names."""
+    listed = environ.get(LLM_CREDENTIAL_NAMES_ENV, "")
+    return WELL_KNOWN_LLM_KEY_NAMES | {name.strip() for name in listed.split(",") if name.strip()}
+
+
+def tenant_env_vars(environ: Mapping[str, str]) -> dict[str, str]:
+    """What `${VAR}` in agent.yaml may name: the tenant's secrets minus every LLM credential."""
+    llm = llm_credential_names(environ)
+    return {name: value for name, value in tenant_secret_env(environ).items() if name not in llm}
