@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -67,13 +67,20 @@ def resolve_runtime_bundle(
     return RuntimeBundle(connectors=bundle.connectors, digest=bundle.digest, source="agent_config")
 
 
-def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
-    """agent.yaml -> its connectors materialized -> the bundle (what the operator writes, byte for byte)."""
+def read_agent_config(agent_config: str | Path) -> dict[str, Any]:
+    """agent.yaml's top-level mapping; anything else reads as empty, so validation then names `version`."""
     config_file = Path(agent_config)
     text = read_local_text(config_file, field="agent config (AGENT_CONFIG_PATH)")
     data = parse_document_text(text, field=config_file.name)
+    return data if isinstance(data, dict) else {}
+
+
+def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
+    """agent.yaml -> its connectors materialized -> the bundle (what the operator writes, byte for byte)."""
+    config_file = Path(agent_config)
+    data = read_agent_config(config_file)
     try:
-        parsed = AgentConnectors.model_validate(data if isinstance(data, dict) else {})
+        parsed = AgentConnectors.model_validate(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         location = ".".join(str(p) for p in error["loc"])
