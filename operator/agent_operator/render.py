@@ -54,6 +54,11 @@ def token_secret_name(agent: str) -> str:
     return f"{agent}-runtime-token"
 
 
+def app_id(agent: Agent) -> str:
+    """The workspace id (Decision 1): namespaces have no dots, so the first dot splits it back."""
+    return f"{agent.meta.namespace}.{agent.meta.name}"
+
+
 def component_name(agent: str, component: str) -> str:
     return f"{agent}-{component}"
 
@@ -200,6 +205,7 @@ def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> lis
         {"name": contract.RUNNER_MODE_ENV, "value": MODES[component].value},
         {"name": contract.TOKEN_FILE_ENV, "value": contract.TOKEN_FILE_PATH},
         {"name": contract.STRUCTURED_LOGGING_ENV, "value": "true"},
+        {"name": contract.APP_ID_ENV, "value": app_id(agent)},
     ]
     if component in ("aer", "tool"):
         env += [
@@ -208,6 +214,7 @@ def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> lis
         ]
     if component == "aer":
         env.append({"name": OE_URL_ENV, "value": settings.oe_url})
+        env.append({"name": contract.REQUIRE_PROJECT_SCOPED_DB_ENV, "value": "true"})
     if component in ("aer", "tool") and agent.spec.components.memory.enabled:
         port = contract.PORTS[contract.RunnerMode.MEMORY]
         env.append(

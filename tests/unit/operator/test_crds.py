@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from agent_operator.models import AgentSpec, ConnectorSpec
+from agent_runtime import contract
 from tests.unit.operator.specimens import agent_body, connector_body
 
 CRDS = Path(__file__).resolve().parents[3] / "crds"
@@ -70,3 +71,19 @@ def test_specimens_parse_into_the_models() -> None:
     assert agent.components.aer.replicas == 1 and agent.components.memory.enabled is False
     connector = ConnectorSpec.model_validate(connector_body()["spec"])
     assert connector.auth is not None and connector.auth.env == "PETSTORE_TOKEN"
+
+
+def test_env_names_refuse_every_platform_prefix_and_the_identity_names() -> None:
+    spec = _crd("agents")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    aer = spec["properties"]["components"]["properties"]["aer"]["properties"]
+    names = [
+        spec["properties"]["llm"]["properties"]["credentials"]["items"]["properties"]["name"],
+        aer["env"]["items"]["properties"]["name"],
+        aer["secretEnv"]["items"]["properties"]["name"],
+    ]
+    for name in names:
+        rules = " ".join(rule["rule"] for rule in name["x-kubernetes-validations"])
+        for prefix in contract.PLATFORM_ENV_PREFIXES:
+            assert f"self.startsWith('{prefix}')" in rules
+        for reserved in (contract.APP_ID_ENV, contract.REQUIRE_PROJECT_SCOPED_DB_ENV):
+            assert f"'{reserved}'" in rules

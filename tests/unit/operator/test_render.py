@@ -100,6 +100,8 @@ def test_pods_follow_the_runtime_contract_and_restricted_security() -> None:
         env = _env(deployment)
         assert env[contract.RUNNER_MODE_ENV] == component
         assert env[contract.TOKEN_FILE_ENV] == contract.TOKEN_FILE_PATH
+        assert env[contract.APP_ID_ENV] == "team-a.support-bot"
+        assert (env.get(contract.REQUIRE_PROJECT_SCOPED_DB_ENV) == "true") == (component == "aer")
         assert container["ports"][0]["containerPort"] == contract.PORTS[contract.RunnerMode(component)]
         assert container["readinessProbe"]["httpGet"]["path"] == contract.READY_PATH
         assert container["livenessProbe"]["httpGet"]["path"] == contract.HEALTH_PATH
