@@ -41,6 +41,12 @@ ENTRYPOINT_ENV: Final = "AGENT_ENTRYPOINT"
 # Where components reach the Orchestration Engine (rendered by the operator; read once the OE exists).
 OE_URL_ENV: Final = "AGENTIC_OE_URL"
 
+# The model the Tool Pod's LLM client calls (an OpenAI-compatible chat-completions endpoint). The key env
+# names the variable that holds the API key, never the key; all three are platform variables (AGENTIC_).
+LLM_BASE_URL_ENV: Final = "AGENTIC_LLM_BASE_URL"
+LLM_MODEL_ENV: Final = "AGENTIC_LLM_MODEL"
+LLM_API_KEY_ENV_ENV: Final = "AGENTIC_LLM_API_KEY_ENV"
+
 # Bearer token between components: a Secret key mounted read-only as a file (RUNTIME_TOKEN for local runs).
 # These are names and paths, not secrets.
 TOKEN_MOUNT_DIR: Final = "/etc/agent-engine/token"  # noqa: S105
