@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down
+.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin
 
 venv: $(STAMP)
 
@@ -26,7 +26,7 @@ fmt: venv
 	$(VENV)/bin/ruff format .
 
 # Every tier this machine can run: unit, integration, cluster (e2e needs Docker: make e2e-kind).
-test: lint cluster-bins
+test: lint cluster-bins ferretdb-bin
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv
@@ -39,6 +39,11 @@ integration: venv
 # cached in ~/.cache/agent-engine (a no-op once there).
 cluster-bins: venv
 	PYTHON=$(abspath $(PY)) bash tests/cluster/build_bins.sh
+
+# FerretDB v1 (MongoDB wire protocol over SQLite) for the OE's MongoDB store tests, built with go and cached in
+# ~/.cache/agent-engine (a no-op once there).
+ferretdb-bin:
+	bash tests/integration/build_ferretdb.sh
 
 cluster-up: venv cluster-bins
 	$(PY) -m tests.cluster.controlplane up
