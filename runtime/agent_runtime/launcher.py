@@ -40,7 +40,6 @@ EXIT_BAD_CONFIG = 2
 
 _NOT_BUILT = {
     RunnerMode.MEMORY: "the Memory server",
-    RunnerMode.OE: "the Orchestration Engine",
 }
 
 
@@ -61,7 +60,7 @@ def select_mode(env: Mapping[str, str]) -> RunnerMode:
     if mode in _NOT_BUILT:
         raise LaunchError(
             f"{RUNNER_MODE_ENV}={mode.value}: {_NOT_BUILT[mode]} is not built into this runtime image yet; "
-            "this image can run aer or tool"
+            "this image can run aer, tool or oe"
         )
     return mode
 
@@ -78,6 +77,11 @@ def select_port(mode: RunnerMode, env: Mapping[str, str]) -> int:
 
 def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     """Load the token, the tenant App and the bundle, and build the mode's ASGI app."""
+    if mode is RunnerMode.OE:
+        # A platform service: no tenant code, no bundle, no per-Agent token of its own.
+        from agent_runtime.servers.oe import build_oe_from_env
+
+        return build_oe_from_env(env)
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
     from agent_runtime.connectors import resolve_runtime_bundle
     from agent_runtime.sdk import App, load_app
@@ -98,9 +102,11 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     if mode is RunnerMode.TOOL:
         return build_tool_app(
             connectors=bundle.connectors,
-            tenant_tools=list(tenant.tools.values()) if tenant else [],
+            app=tenant,
             secret_env=tenant_secret_env(env),
             token=token,
+            pod_name=env.get("HOSTNAME") or None,  # Kubernetes sets it to the pod's name
+            app_id=env.get("APP_ID") or None,
         )
     if tenant is None:
         raise LaunchError(
@@ -110,7 +116,17 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         raise LaunchError(
             f"{ENTRYPOINT_ENV}={spec}: the App has no @app.entrypoint; decorate the agent's main function"
         )
-    return build_aer_app(connectors=bundle.connectors, app=tenant, token=token)
+    from agent_runtime.sdk import OEClient, oe_url_from_env
+
+    oe = OEClient(oe_url_from_env(env), token=token)
+    return build_aer_app(
+        connectors=bundle.connectors,
+        app=tenant,
+        token=token,
+        oe=oe,
+        app_id=env.get("APP_ID") or None,
+        drain_timeout_s=DRAIN_TIMEOUT_S,
+    )
 
 
 def _ignore_signal(signum: int, frame: FrameType | None) -> None:

@@ -210,8 +210,10 @@ class Orchestrator:
         args = review.args if review.args is not None else dict(held.get("args") or {})
         entry = reg.tool(step.tool)
         if entry is not None and entry.location == "local":
-            # An approved local tool runs in the AER's own call stack when the replay reaches it.
-            await self.store.reset_step(record.execution_id, step_no, owner=self.instance_id, at=now)
+            # An approved local tool runs in the AER's own call stack when the replay reaches it; its
+            # `/tool/result` then replaces the held outcome.
+            approved = sorted({*record.approved_steps, step_no})
+            await self.store.update_execution(record.execution_id, {"approved_steps": approved})
             return args
         if held.get("llm"):
             outcome = await self.runtimes.invoke_llm(reg, InvokeLLMRequest.model_validate(held["llm"]))
@@ -272,6 +274,8 @@ class Orchestrator:
             return await self._diverged(record, caller, call, recorded=replay.record)
         if replay.kind is Replay.CACHED:
             assert replay.record is not None and replay.record.outcome is not None
+            if call.step in record.approved_steps and replay.record.outcome.status == "suspend":
+                return await self._route_local(record, caller, call)
             answer = _answer(call.step, replay.record.outcome, from_cache=True)
             await self._audit_call(record, call, caller, decision="cached", route="cache", answer=answer)
             await self.events.publish(
@@ -303,15 +307,7 @@ class Orchestrator:
                 record, caller, call, CallOutcome(status="suspend", result=held), decision="approval"
             )
         if entry is not None and entry.location == "local":
-            answer = ToolExecuteAnswer(step=call.step, proceed=True, route_to="callback")
-            await self._audit_call(record, call, caller, decision="allow", route="callback", answer=answer)
-            await self.events.publish(
-                call.execution_id,
-                type="step_started",
-                step=call.step,
-                data={"tool": call.tool, "route": "callback"},
-            )
-            return answer
+            return await self._route_local(record, caller, call)
         await self.events.publish(
             call.execution_id,
             type="step_started",
@@ -341,7 +337,12 @@ class Orchestrator:
         outcome = CallOutcome(
             status=report.status, result=result, error=report.error, duration_ms=report.duration_ms or 0.0
         )
-        if step.state == "done":
+        approved_now = (
+            report.step in record.approved_steps
+            and step.outcome is not None
+            and step.outcome.status == "suspend"
+        )
+        if step.state == "done" and not approved_now:
             if step.outcome is not None and _same_outcome(step.outcome, outcome):
                 return
             await self._audit(
@@ -354,6 +355,8 @@ class Orchestrator:
                 "not_a_callback_step", f"step {report.step} ({step.tool}) was not routed to the AER"
             )
         await self.store.finish_step(report.execution_id, report.step, outcome, at=self._clock())
+        if outcome.status == "suspend":
+            await self._hold(report.execution_id, outcome.result)
         answer = _answer(report.step, outcome, from_cache=False)
         await self._audit(
             record,
@@ -376,7 +379,7 @@ class Orchestrator:
 
     async def callback(self, caller: AgentRegistration, report: ExecutorCallback) -> ExecutionRecord:
         """The end of one run: completed, suspended or failed. Idempotent; a conflicting one is a 409."""
-        await self._owned(caller, report.execution_id)
+        current = await self._owned(caller, report.execution_id)
         target = state_of_callback(report.status)
         now = self._clock()
         changes: dict[str, Any] = {"status": target, "updated_at": now}
@@ -385,7 +388,13 @@ class Orchestrator:
         elif target is S.FAILED:
             changes.update(error=report.error or CallError(category="failed"), finished_at=now)
         else:
-            changes["suspension"] = report.metadata or {}
+            # What the OE held at the suspending step is authoritative; the AER's metadata rides along.
+            held = (
+                current.suspension
+                if current.status is S.RUNNING and current.suspension
+                else {"kind": "suspend"}
+            )
+            changes["suspension"] = {**held, "metadata": report.metadata or {}}
         updated = await self.store.transition(
             report.execution_id, from_states=frozenset({S.RUNNING}), changes=changes
         )
@@ -488,6 +497,12 @@ class Orchestrator:
         except RuntimeUnavailable as exc:
             await self._fail(record, CallError(category=AER_LOST, explanation=str(exc)))
 
+    async def _hold(self, execution_id: str, payload: Any) -> None:
+        """Remember which step suspended the run and what it asks, for the callback and the resume."""
+        await self.store.update_execution(
+            execution_id, {"suspension": payload if isinstance(payload, dict) else {"reason": str(payload)}}
+        )
+
     async def _fail(self, record: ExecutionRecord, error: CallError) -> bool:
         now = self._clock()
         updated = await self.store.transition(
@@ -520,6 +535,20 @@ class Orchestrator:
             execution_id=call.execution_id,
             step=call.step,
         )
+
+    async def _route_local(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest
+    ) -> ToolExecuteAnswer:
+        """An allowed local tool goes back to the AER's call stack; its `/tool/result` finishes the step."""
+        answer = ToolExecuteAnswer(step=call.step, proceed=True, route_to="callback")
+        await self._audit_call(record, call, caller, decision="allow", route="callback", answer=answer)
+        await self.events.publish(
+            call.execution_id,
+            type="step_started",
+            step=call.step,
+            data={"tool": call.tool, "route": "callback"},
+        )
+        return answer
 
     async def _deny(
         self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, reason: str
@@ -566,6 +595,8 @@ class Orchestrator:
         route: str = "none",
     ) -> ToolExecuteAnswer:
         await self.store.finish_step(call.execution_id, call.step, outcome, at=self._clock())
+        if outcome.status == "suspend":
+            await self._hold(call.execution_id, outcome.result)
         answer = _answer(call.step, outcome, from_cache=False)
         await self._audit_call(record, call, caller, decision=decision, route=route, answer=answer)
         await self.events.publish(
@@ -668,7 +699,7 @@ def _same_callback(record: ExecutionRecord, report: ExecutorCallback) -> bool:
         return record.result == report.result
     if report.status.value == "FAILED":
         return record.error is not None and report.error is not None and record.error == report.error
-    return (record.suspension or {}) == (report.metadata or {})
+    return (record.suspension or {}).get("metadata") == (report.metadata or {})
 
 
 def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -66,3 +66,15 @@ class AgentRegistration(BaseModel):
 
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def tool_entries(surface: list[dict[str, object]]) -> tuple[ToolEntry, ...]:
+    """Registration entries from an AER's `GET /tools` answer (which says `is_local` and `sensitive`)."""
+    return tuple(
+        ToolEntry(
+            name=str(tool["name"]),
+            location="local" if tool.get("is_local") else "remote",
+            sensitive=bool(tool.get("sensitive")),
+        )
+        for tool in surface
+    )

@@ -12,7 +12,7 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -329,3 +329,36 @@ async def _forever(work: Background) -> None:
                 exc_info=exc,
             )
             await asyncio.sleep(1.0)
+
+
+def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
+    """The OE as `RUNNER_MODE=oe` runs it: settings, store, registrations and the watchdog from env."""
+    from agent_runtime.oe.registry import from_env as registrations_from_env
+    from agent_runtime.oe.runtimes import Runtimes
+    from agent_runtime.oe.settings import OESettings
+    from agent_runtime.oe.store import open_store
+
+    settings = OESettings.from_env(env)
+    store = open_store(
+        store_type=settings.store_type,
+        sqlite_path=settings.sqlite_path,
+        mongodb_uri=settings.mongodb_uri,
+        mongodb_database=settings.mongodb_database,
+    )
+    source = registrations_from_env(env)
+    engine = Orchestrator(
+        store=store, registry=source.registry, runtimes=Runtimes(), aer_lost_after_s=settings.aer_lost_after_s
+    )
+
+    async def watchdog() -> None:
+        while True:
+            await asyncio.sleep(settings.watchdog_interval_s)
+            await engine.watchdog_once()
+
+    return build_oe_app(
+        engine=engine,
+        registry=source.registry,
+        client_token=settings.client_token,
+        background=[source.run, watchdog],
+        on_startup=[source.refresh],
+    )

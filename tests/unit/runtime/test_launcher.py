@@ -4,7 +4,9 @@ from agent_runtime.contract import RunnerMode
 from agent_runtime.launcher import LaunchError, select_mode, select_port
 
 
-@pytest.mark.parametrize(("raw", "mode"), [("aer", RunnerMode.AER), (" TOOL ", RunnerMode.TOOL)])
+@pytest.mark.parametrize(
+    ("raw", "mode"), [("aer", RunnerMode.AER), (" TOOL ", RunnerMode.TOOL), ("oe", RunnerMode.OE)]
+)
 def test_select_mode(raw: str, mode: RunnerMode) -> None:
     assert select_mode({"RUNNER_MODE": raw}) is mode
 
@@ -15,7 +17,6 @@ def test_select_mode(raw: str, mode: RunnerMode) -> None:
         ({}, "RUNNER_MODE is not set; set it to one of: aer, tool, memory, oe"),
         ({"RUNNER_MODE": "worker"}, "'worker' is not a runner mode"),
         ({"RUNNER_MODE": "memory"}, "Memory server is not built into this runtime image yet"),
-        ({"RUNNER_MODE": "oe"}, "Orchestration Engine is not built into this runtime image yet"),
     ],
 )
 def test_select_mode_refuses(env: dict[str, str], message: str) -> None:

@@ -34,6 +34,7 @@ class ExecutionRecord(BaseModel):
     step_count: int = 0  # highest step number seen
     runs: int = 0  # how many times the AER was asked to run it (1 + resumes)
     cancel_requested: bool = False
+    approved_steps: list[int] = Field(default_factory=list)  # approved local calls the AER may now run
 
 
 StepState = Literal["in_progress", "done"]

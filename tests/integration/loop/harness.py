@@ -1,0 +1,177 @@
+"""One Agent's platform on loopback, as real processes: the OE, the AER, the Tool Pod and an LLM peer.
+
+Each component is the launcher in its mode, configured by env exactly as the operator and the chart
+render it (paths under a temp dir). The OE learns the Agent from a registration file built from the
+AER's own `GET /tools`, as the operator builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agent_runtime.oe.registration import tool_entries
+from tests.conftest import REPO_ROOT, Process, free_port
+from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
+
+TENANT_DIR = Path(__file__).resolve().parent / "tenant"
+AGENT = "team-a/loop"
+RUNTIME_TOKEN = "loop-runtime-token-5be1c0de"
+OTHER_TOKEN = "other-runtime-token-77aa01"
+CLIENT_TOKEN = "oe-client-token-3c9d"
+LLM_KEY = "sk-loop-llm-key-0a9f3e71"
+LLM_KEY_ENV = "LOOP_LLM_KEY"
+PLANTED = (RUNTIME_TOKEN, OTHER_TOKEN, CLIENT_TOKEN, LLM_KEY, CONNECTOR_SECRET)
+
+
+@dataclass
+class Platform:
+    tmp: Path
+    spawn: Callable[..., Process]
+    llm_base_url: str
+    provider_url: str
+    policy: dict[str, Any] = field(default_factory=dict)
+    oe_port: int = field(default_factory=free_port)
+    aer_port: int = field(default_factory=free_port)
+    tool_port: int = field(default_factory=free_port)
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    @property
+    def oe_url(self) -> str:
+        return f"http://127.0.0.1:{self.oe_port}"
+
+    @property
+    def ledger(self) -> Path:
+        return self.tmp / "ledger.txt"
+
+    def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
+        token_file = self.tmp / "token"
+        token_file.write_text(RUNTIME_TOKEN)
+        bundle = write_provider_bundle(self.tmp / "bundle", base_url=self.provider_url)
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.tmp),
+            "PYTHONPATH": f"{TENANT_DIR}{os.pathsep}{REPO_ROOT}",
+            "RUNNER_MODE": mode,
+            "APP_HOST": "127.0.0.1",
+            "RUNTIME_PORT": str(port),
+            "RUNTIME_TOKEN_FILE": str(token_file),
+            "STRUCTURED_LOGGING": "true",
+            "AGENT_ENTRYPOINT": "loop_agent:app",
+            "AGENTIC_CONNECTOR_BUNDLE_PATH": str(bundle),
+            "APP_ID": AGENT.replace("/", "."),
+            "AGENTIC_LLM_BASE_URL": self.llm_base_url,
+            "AGENTIC_LLM_MODEL": "loop-model",
+            "AGENTIC_LLM_API_KEY_ENV": LLM_KEY_ENV,
+            "HOSTNAME": f"loop-{mode}-0",
+        }
+
+    def start_tool_pod(self) -> None:
+        env = self._runtime_env("tool", self.tool_port)
+        # Decision 9: the LLM key and the connector's credential reach the Tool Pod only.
+        env.update({LLM_KEY_ENV: LLM_KEY, "ECHO_TOKEN": CONNECTOR_SECRET, "LOOP_LEDGER": str(self.ledger)})
+        self.processes["tool"] = self._launch(env, port=self.tool_port)
+
+    def start_aer(self) -> None:
+        env = self._runtime_env("aer", self.aer_port)
+        env["AGENTIC_OE_URL"] = self.oe_url
+        self.processes["aer"] = self._launch(env, port=self.aer_port)
+
+    def write_registrations(self) -> None:
+        surface = httpx.get(
+            f"http://127.0.0.1:{self.aer_port}/tools", headers={"authorization": f"Bearer {RUNTIME_TOKEN}"}
+        ).json()["tools"]
+        regs = self.tmp / "registrations"
+        regs.mkdir(exist_ok=True)
+        entries = [entry.model_dump() for entry in tool_entries(surface)]
+        for agent, token in ((AGENT, RUNTIME_TOKEN), ("team-b/other", OTHER_TOKEN)):
+            document = {
+                "agent": agent,
+                "token": token,
+                "aerUrl": f"http://127.0.0.1:{self.aer_port}",
+                "toolUrl": f"http://127.0.0.1:{self.tool_port}",
+                "policy": self.policy,
+                "tools": entries,
+            }
+            (regs / f"{agent.replace('/', '.')}.json").write_text(json.dumps(document))
+
+    def start_oe(self, *, extra: Mapping[str, str] | None = None) -> None:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.tmp),
+            "PYTHONPATH": str(REPO_ROOT),
+            "RUNNER_MODE": "oe",
+            "APP_HOST": "127.0.0.1",
+            "RUNTIME_PORT": str(self.oe_port),
+            "STRUCTURED_LOGGING": "true",
+            "OE_SQLITE_PATH": str(self.tmp / "oe" / "oe.sqlite3"),
+            "OE_REGISTRATIONS_DIR": str(self.tmp / "registrations"),
+            "OE_CLIENT_TOKEN": CLIENT_TOKEN,
+            "OE_WATCHDOG_INTERVAL_S": "0.5",
+            "OE_AER_LOST_AFTER_S": "2",
+            **(extra or {}),
+        }
+        self.processes["oe"] = self._launch(env, port=self.oe_port)
+
+    def start(self) -> Platform:
+        self.start_tool_pod()
+        self.start_aer()
+        self.write_registrations()
+        self.start_oe()
+        return self
+
+    def _launch(self, env: dict[str, str], *, port: int, timeout: float = 30) -> Process:
+        proc = self.spawn([sys.executable, "-m", "agent_runtime.launcher"], env=env, name=env["RUNNER_MODE"])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.popen.poll() is not None:
+                raise RuntimeError(
+                    f"{env['RUNNER_MODE']} exited with {proc.popen.returncode}:\n{proc.output()}"
+                )
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=0.5).status_code == 200:
+                    return proc
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"{env['RUNNER_MODE']} not ready after {timeout}s:\n{proc.output()}")
+
+    def outputs(self) -> str:
+        return "\n".join(proc.output() for proc in self.processes.values())
+
+    # the client's side ------------------------------------------------------------------------------
+
+    def client(self, token: str = CLIENT_TOKEN) -> httpx.Client:
+        return httpx.Client(base_url=self.oe_url, headers={"authorization": f"Bearer {token}"}, timeout=30)
+
+    def invoke(self, task: Any, *, agent: str = AGENT) -> str:
+        with self.client() as client:
+            response = client.post("/invoke", json={"agent": agent, "input": task})
+        assert response.status_code == 202, response.text
+        return str(response.json()["execution_id"])
+
+    def wait(self, execution_id: str, *states: str, timeout: float = 30) -> dict[str, Any]:
+        wanted = states or ("completed", "failed", "suspended", "cancelled")
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while True:
+                view = client.get(f"/execution/{execution_id}").json()
+                if view["status"] in wanted:
+                    return dict(view)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"execution still {view['status']} after {timeout}s:\n{self.outputs()}"
+                    )
+                time.sleep(0.05)
+
+    def audit(self, execution_id: str) -> list[dict[str, Any]]:
+        with self.client() as client:
+            return list(client.get(f"/execution/{execution_id}/audit").json()["records"])

@@ -1,0 +1,92 @@
+"""The tenant App the agent-loop tests run in a real AER and Tool Pod (on PYTHONPATH as `loop_agent`).
+
+`input.mode` picks what a run does: `llm` lets the scripted model drive a tool loop; `calls` makes
+exactly the tool calls listed (so a test controls every step); `raise` fails the entrypoint.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_runtime.llm import ChatCompletionsModel
+from agent_runtime.sdk import App, RequestContext, tool_loop
+
+app = App("loop-agent")
+
+
+@app.tool(is_local=True)
+def word_count(text: str) -> dict[str, int]:
+    """Count the words in a text."""
+    return {"words": len(text.split())}
+
+
+@app.tool
+def shout(text: str) -> dict[str, str]:
+    """Upper-case a text."""
+    return {"loud": text.upper()}
+
+
+@app.tool(sensitive=True)
+def transfer(amount: int, to: str) -> dict[str, Any]:
+    """Move money: a side effect the tests count in the ledger file."""
+    ledger = Path(os.environ["LOOP_LEDGER"])
+    with ledger.open("a", encoding="utf-8") as out:
+        out.write(f"{amount} {to}\n")
+    return {"ok": True, "entries": len(ledger.read_text(encoding="utf-8").splitlines())}
+
+
+@app.tool
+def explode(text: str) -> dict[str, str]:
+    """Always fails."""
+    raise RuntimeError(f"exploded on {text}")
+
+
+@app.tool
+def ask_human(question: str) -> dict[str, Any]:
+    """Stop for a human's answer."""
+    app.suspend("a human must answer", {"question": question})
+
+
+@app.tool(is_local=True, timeout_s=60)
+def wait_for_file(path: str) -> dict[str, str]:
+    """Block until a file exists (a test's way to hold a run between two steps)."""
+    deadline = time.monotonic() + 55
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(path)
+        time.sleep(0.05)
+    return {"seen": path}
+
+
+@app.tool(is_local=True)
+def opaque(text: str) -> object:
+    """Returns something that is not JSON."""
+    return object()
+
+
+@app.entrypoint
+def build(ctx: RequestContext) -> Any:
+    llm = app.llm(ChatCompletionsModel.from_env(os.environ), llm_id="main")
+
+    async def run(task: dict[str, Any]) -> Any:
+        mode = task.get("mode", "llm")
+        if mode == "llm":
+            messages = [{"type": "human", "content": task["text"]}]
+            final = await tool_loop(llm, messages, tools=list(ctx.tools))
+            return {"answer": final["content"]}
+        if mode == "calls":
+            results = []
+            for name, args in task["calls"]:
+                try:
+                    results.append(await app.call_tool(name, args))
+                except Exception as exc:  # a tool failure or a denial: the agent sees it and goes on
+                    results.append({"error": type(exc).__name__, "text": str(exc)})
+            if task.get("quiet"):
+                return {"kinds": [sorted(r) if isinstance(r, dict) else type(r).__name__ for r in results]}
+            return {"results": results}
+        raise ValueError(f"unknown mode {mode!r}")
+
+    return run
