@@ -64,7 +64,6 @@ class ExecutionState(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
-INVALID_RESULT = "invalid_result"
 
 
 TERMINAL_STATES = frozenset({ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED})
@@ -107,7 +106,7 @@ class AERExecuteRequest(Request):
 
 
 class AERExecutionStatus(BaseModel):
-    """The AER's answer to `POST /execute` (202) and `GET /executions/{id}` (200) while it runs that execution."""
+    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it."""
 
     execution_id: str
     state: Literal["running"] = "running"
@@ -174,6 +173,15 @@ class ExecutorCallback(Request):
 
 
 # OE -> Tool Pod -------------------------------------------------------------------------------------------
+
+
+class ToolPodExecuteRequest(Request):
+    """`POST /execute` on the Tool Pod: run one remote tool (the OE sends `args` as `arguments`)."""
+
+    tool: str = Field(min_length=1, max_length=256)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    execution_id: str | None = Field(default=None, max_length=256)
+    step: int | None = Field(default=None, ge=0)
 
 
 class InvokeLLMRequest(Request):
