@@ -1,24 +1,30 @@
-"""The tenant-facing SDK: an `App` holds the agent's tools and its entrypoint."""
+"""The tenant-facing SDK: an `App` holds the agent's tools, its entrypoint and its models."""
 
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any, NoReturn, TypeVar, overload
 
 import anyio.to_thread
 from pydantic import BaseModel
 
 from agent_runtime.contract import is_platform_env
+from agent_runtime.sdk.context import RequestContext, entrypoint_active, entrypoint_scope, run_scope
+from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.input_schema import ToolDefinitionError, arguments_model, input_schema
+from agent_runtime.sdk.runnable import Runnable, as_runnable, is_run_function
+from agent_runtime.sdk.secure import SecureWrappedLLM, call_tool
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LLM_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,256}$")
 DEFAULT_TOOL_TIMEOUT_S = 30.0
 
 
@@ -88,6 +94,7 @@ class App:
         self.name = name
         self._tools: dict[str, ToolSpec] = {}
         self._entrypoint: Callable[..., Any] | None = None
+        self._llms: dict[str, Any] = {}
 
     @overload
     def tool(self, func: F) -> F: ...
@@ -179,7 +186,11 @@ class App:
         )
 
     def entrypoint(self, func: F) -> F:
-        """Register the agent's main function, which the AER runs for each execution."""
+        """Register the agent's builder: `def build(ctx: RequestContext)` returning an async `run(input)` or
+        an object with `async ainvoke(input)`. The AER builds and runs it for each execution; the Tool Pod
+        builds it once at start-up to find the `app.llm` registrations. An `async def` entrypoint is the run
+        function itself (an agent without models: the Tool Pod then finds none).
+        """
         if not callable(func):
             raise ToolDefinitionError(f"@app.entrypoint decorates a function, got {type(func).__name__}")
         if self._entrypoint is not None:
@@ -198,6 +209,67 @@ class App:
     def tools(self) -> Mapping[str, ToolSpec]:
         """Every registered tool by name (read-only)."""
         return MappingProxyType(self._tools)
+
+    def llm(self, llm: Any, *, llm_id: str = "default") -> SecureWrappedLLM:
+        """Register a model under `llm_id` and return it wrapped: its calls go through the OE (B-10, B-13).
+
+        Call it while the entrypoint runs (its body, or a helper it calls); anywhere else is a RuntimeError
+        naming the call site, since the Tool Pod finds models only by building the entrypoint.
+        """
+        if not entrypoint_active():
+            caller = sys._getframe(1)
+            site = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+            raise RuntimeError(
+                f"app.llm(llm_id={llm_id!r}) called at {site}, outside "
+                "the @app.entrypoint: register models in the entrypoint's body or in a helper it calls, "
+                "not at module top level, in a tool body, or from other code"
+            )
+        if not isinstance(llm_id, str) or not _LLM_ID.match(llm_id):
+            raise ValueError(f"llm_id {llm_id!r} must be 1-256 letters, digits or '_.:-'")
+        self._llms[llm_id] = llm
+        return SecureWrappedLLM(llm, llm_id=llm_id)
+
+    @property
+    def llms(self) -> Mapping[str, Any]:
+        """The registered models by llm_id (read-only)."""
+        return MappingProxyType(self._llms)
+
+    def suspend(self, reason: str, payload: Any = None) -> NoReturn:
+        """Stop here and wait for a human (B-09). Call it in a tool, so the OE records the step and answers
+        it with the human's decision when the execution resumes; `payload` must be JSON-serializable."""
+        raise SuspendRequested(reason, payload)
+
+    def call_tool(self, name: str, args: Mapping[str, Any] | None = None) -> Coroutine[Any, Any, Any]:
+        """`await app.call_tool(name, args)`: any tool (local, remote or connector), approved by the OE first.
+
+        The step is taken when the call is made, so calls gathered together are numbered in written order.
+        """
+        return call_tool(name, args, local_tools=self._tools)
+
+    def build(self, context: RequestContext) -> Runnable:
+        """The runnable for one execution: the builder's result, or an `async def` entrypoint itself."""
+        entry = self._entrypoint
+        if entry is None:
+            raise RuntimeError(f"app {self.name!r} has no @app.entrypoint")
+        if is_run_function(entry):
+            return entry
+        return as_runnable(entry(context))
+
+    def construct(self, context: RequestContext) -> None:
+        """Build once without running anything, to register the models (B-11); on failure the model registry
+        is put back as it was and the exception propagates."""
+        if not context.construction:
+            raise ValueError("construct() needs a construction context (construction=True)")
+        if self._entrypoint is None or is_run_function(self._entrypoint):
+            return
+        before = dict(self._llms)
+        try:
+            with run_scope(context, oe=None), entrypoint_scope():
+                self.build(context)
+        except BaseException:
+            self._llms.clear()
+            self._llms.update(before)
+            raise
 
     def remote_tools(self) -> list[ToolSpec]:
         """Tools that run in the Tool Pod."""

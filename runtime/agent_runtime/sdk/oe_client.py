@@ -1,0 +1,162 @@
+"""The AER's client of the Orchestration Engine: `/tool/execute`, `/tool/result`, `/executor/callback`.
+
+Every failure to get a valid answer is a `PlatformFailure` (LG-08): a transport error, a timeout, a
+non-200 status or a body that is not the contract's. Its message names the route and the kind of failure,
+never the token or the OE's URL. `/tool/execute` is sent once (a resend could run a tool twice); the two
+reports the OE treats idempotently (OE-11, OE-13) are retried with backoff for a bounded time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Protocol
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from agent_runtime.contract import OE_URL_ENV
+from agent_runtime.protocol import (
+    OE_CALLBACK_PATH,
+    OE_TOOL_EXECUTE_PATH,
+    OE_TOOL_RESULT_PATH,
+    ExecutorCallback,
+    ToolExecuteAnswer,
+    ToolExecuteRequest,
+    ToolResultRequest,
+    validation_problems,
+)
+from agent_runtime.sdk.errors import PlatformFailure
+
+logger = logging.getLogger(__name__)
+
+# An answer to /tool/execute waits for the tool or the model to finish in the Tool Pod.
+DEFAULT_CALL_TIMEOUT_S = 600.0
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+# The callback is the run's only outcome: worth half a minute of retries (B-15).
+DEFAULT_CALLBACK_BUDGET_S = 30.0
+# A local tool's result holds up the turn; a short budget covers an OE restart, not an outage.
+DEFAULT_RESULT_BUDGET_S = 10.0
+_ACK_ATTEMPT_TIMEOUT_S = 10.0
+_RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+class OEConfigError(ValueError):
+    """The OE's address is missing or malformed; the message names the variable and the fix."""
+
+
+class OEApi(Protocol):
+    """What the SDK and the AER need from the OE; `OEClient` speaks it over HTTP, tests in-process."""
+
+    async def tool_execute(self, request: ToolExecuteRequest) -> ToolExecuteAnswer: ...
+
+    async def tool_result(self, request: ToolResultRequest) -> None: ...
+
+    async def callback(self, callback: ExecutorCallback) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+def oe_url_from_env(env: Mapping[str, str]) -> str:
+    """AGENTIC_OE_URL, required in the AER: every tool and model call goes through the OE."""
+    url = env.get(OE_URL_ENV, "").strip()
+    if not url:
+        raise OEConfigError(
+            f"{OE_URL_ENV} is not set; the AER sends every tool and LLM call through the Orchestration "
+            "Engine, so set it to the OE's URL (the operator renders it, e.g. http://agent-engine-oe:8080)"
+        )
+    if not url.startswith(("http://", "https://")):
+        raise OEConfigError(f"{OE_URL_ENV} must be an http:// or https:// URL")
+    return url.rstrip("/")
+
+
+class OEClient:
+    """One connection pool to the OE for the AER process, authenticated with the runtime token."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+        callback_budget_s: float = DEFAULT_CALLBACK_BUDGET_S,
+        result_budget_s: float = DEFAULT_RESULT_BUDGET_S,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(call_timeout_s, connect=DEFAULT_CONNECT_TIMEOUT_S),
+            follow_redirects=False,  # a redirect would carry the bearer token somewhere else
+        )
+        self._callback_budget_s = callback_budget_s
+        self._result_budget_s = result_budget_s
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def tool_execute(self, request: ToolExecuteRequest) -> ToolExecuteAnswer:
+        """Ask the OE to approve and, unless it routes the call back, run one call. Sent exactly once."""
+        response = await self._post(OE_TOOL_EXECUTE_PATH, request)
+        if response.status_code != 200:
+            raise PlatformFailure(
+                f"the OE answered HTTP {response.status_code} to POST {OE_TOOL_EXECUTE_PATH} "
+                f"(step {request.step})"
+            )
+        try:
+            return ToolExecuteAnswer.model_validate_json(response.content)
+        except ValidationError as exc:
+            problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc)[:5])
+            raise PlatformFailure(
+                f"the OE's answer to POST {OE_TOOL_EXECUTE_PATH} (step {request.step}) is not a valid "
+                f"answer: {problems}"
+            ) from None
+
+    async def tool_result(self, request: ToolResultRequest) -> None:
+        """Report a local tool's outcome; PlatformFailure unless the OE acknowledges it."""
+        await self._acknowledged(OE_TOOL_RESULT_PATH, request, budget_s=self._result_budget_s)
+
+    async def callback(self, callback: ExecutorCallback) -> None:
+        """Report the end of a run; retried with backoff within the callback budget."""
+        await self._acknowledged(OE_CALLBACK_PATH, callback, budget_s=self._callback_budget_s)
+
+    async def _post(
+        self, path: str, body: BaseModel, *, limits: httpx.Timeout | None = None
+    ) -> httpx.Response:
+        content = body.model_dump_json()
+        try:
+            if limits is None:
+                return await self._http.post(path, content=content, headers=_JSON_HEADERS)
+            return await self._http.post(path, content=content, headers=_JSON_HEADERS, timeout=limits)
+        except httpx.TimeoutException:
+            raise PlatformFailure(f"the OE did not answer POST {path} in time") from None
+        except httpx.HTTPError as exc:
+            # The type says what failed; the exception text may quote the URL, so it stays out.
+            raise PlatformFailure(f"POST {path} to the OE failed: {type(exc).__name__}") from None
+
+    async def _acknowledged(self, path: str, body: BaseModel, *, budget_s: float) -> None:
+        """POST until the OE answers 200, retrying what a retry can fix, until `budget_s` is spent."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget_s
+        delay = 0.1
+        while True:
+            remaining = max(deadline - loop.time(), 0.1)
+            attempt_timeout = httpx.Timeout(
+                min(remaining, _ACK_ATTEMPT_TIMEOUT_S), connect=min(remaining, DEFAULT_CONNECT_TIMEOUT_S)
+            )
+            try:
+                response = await self._post(path, body, limits=attempt_timeout)
+            except PlatformFailure as exc:
+                failure = exc
+            else:
+                if response.status_code == 200:
+                    return
+                failure = PlatformFailure(f"the OE answered HTTP {response.status_code} to POST {path}")
+                if response.status_code not in _RETRYABLE_STATUS:
+                    raise failure
+            if loop.time() + delay > deadline:
+                raise failure
+            logger.info("POST %s not acknowledged (%s); retrying in %.1f s", path, failure.message, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -1,0 +1,296 @@
+"""SecureToolWrapper and SecureWrappedLLM: every tool and model call asks the OE first (B-05, B-13).
+
+The OE answers one of three ways (OE-06): a denial, "run it yourself" (`route_to: "callback"`, local tools
+only) or the call's final outcome. A local tool body runs here, in the AER's own call stack, only after the
+OE's approval, and its outcome is reported back before the agent sees it. Without an answer from the OE
+nothing runs: no tool body, no model call.
+
+Step numbers are allocated when a call is made, before its first await, so `asyncio.gather` of several
+calls numbers them in the order they were written (Decision 4), whatever order they finish in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from agent_runtime.protocol import (
+    INVOKE_LLM,
+    REPLAY_DIVERGED,
+    CallError,
+    CallStatus,
+    ToolExecuteAnswer,
+    ToolExecuteRequest,
+    ToolResultRequest,
+    validation_problems,
+)
+from agent_runtime.sdk.context import RunState, current_run, step_scope, tool_body_scope
+from agent_runtime.sdk.errors import (
+    PlatformFailure,
+    PolicyDeniedException,
+    SuspendRequested,
+    ToolExecutionError,
+)
+
+if TYPE_CHECKING:
+    from agent_runtime.sdk.app import ToolSpec
+
+logger = logging.getLogger(__name__)
+
+# Categories of a local tool's failure; the Tool Pod reports the same ones for its tools.
+UNKNOWN_TOOL = "unknown_tool"
+INVALID_ARGUMENTS = "invalid_arguments"
+TOOL_ERROR = "tool_error"
+TIMEOUT = "timeout"
+
+Call = Coroutine[Any, Any, Any]
+
+
+def _admit(what: str) -> RunState:
+    """The current run, unless no call may be made here (outside a run, or during construction)."""
+    run = current_run()
+    if run.context.construction:
+        raise RuntimeError(
+            f"{what} during construction: the Tool Pod builds the entrypoint once at start-up only to find "
+            "its app.llm registrations, and no tool body or model call may run then; make calls inside the "
+            "runnable the entrypoint returns"
+        )
+    return run
+
+
+def _jsonable(value: Any, *, what: str) -> Any:
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        raise TypeError(f"{what} must be JSON-serializable") from None
+
+
+def _check_answer(request: ToolExecuteRequest, answer: ToolExecuteAnswer) -> None:
+    if answer.step != request.step:
+        raise PlatformFailure(f"the OE answered step {answer.step} to the call at step {request.step}")
+    if answer.proceed and answer.route_to is None and answer.status is None:
+        raise PlatformFailure(f"the OE's answer at step {request.step} has neither a route nor an outcome")
+
+
+async def _guard(run: RunState, call: Coroutine[Any, Any, Any]) -> Any:
+    """Await one exchange with the OE; a platform failure poisons the rest of the turn (LG-08)."""
+    if run.platform_failure is not None:
+        call.close()
+        raise PlatformFailure(f"an earlier platform failure ended this turn: {run.platform_failure}")
+    try:
+        return await call
+    except PlatformFailure as exc:
+        run.platform_failure = run.platform_failure or exc.message
+        raise
+
+
+async def _ask(run: RunState, request: ToolExecuteRequest) -> ToolExecuteAnswer:
+    async def exchange() -> ToolExecuteAnswer:
+        if run.oe is None:
+            raise PlatformFailure("no Orchestration Engine is configured for this run")
+        answer = await run.oe.tool_execute(request)
+        _check_answer(request, answer)
+        return answer
+
+    result: ToolExecuteAnswer = await _guard(run, exchange())
+    return result
+
+
+def _outcome(run: RunState, answer: ToolExecuteAnswer, *, tool: str) -> Any:
+    """The final outcome the OE returned, as the value or exception agent code sees."""
+    if answer.from_cache:
+        logger.info("cached result: tool=%s step=%d", tool, answer.step)
+    if answer.status == "error":
+        error = answer.error or CallError(category=TOOL_ERROR, explanation="the OE reported an error")
+        if error.category == REPLAY_DIVERGED:
+            run.platform_failure = run.platform_failure or error.explanation or REPLAY_DIVERGED
+            raise PlatformFailure(f"{REPLAY_DIVERGED}: {error.explanation}")
+        raise ToolExecutionError(error)
+    if answer.status == "suspend":
+        signal = SuspendRequested.from_result(answer.result, step=answer.step, tool=tool)
+        run.suspension = run.suspension or signal
+        raise signal
+    return answer.result
+
+
+class SecureToolWrapper:
+    """One tool as agent code and frameworks call it. `local` is the tool's body when it runs in the AER."""
+
+    def __init__(self, name: str, *, local: ToolSpec | None = None) -> None:
+        self.name = name
+        self._local = local
+
+    def ainvoke(self, args: Mapping[str, Any] | None = None) -> Call:
+        """Start the call now (its step is taken here); await the result."""
+        run = _admit(f"calling tool {self.name!r}")
+        arguments = _jsonable(dict(args or {}), what=f"the arguments of tool {self.name!r}")
+        step = run.allocate_step()
+        return self._call(run, step, arguments)
+
+    async def _call(self, run: RunState, step: int, args: dict[str, Any]) -> Any:
+        with step_scope(step):
+            request = ToolExecuteRequest(
+                execution_id=run.context.execution_id, step=step, tool=self.name, args=args
+            )
+            answer = await _ask(run, request)
+            if not answer.proceed:
+                raise PolicyDeniedException(answer.reason or f"tool {self.name!r} was denied by policy")
+            if answer.route_to == "callback":
+                return await self._run_local(run, step, args)
+            return _outcome(run, answer, tool=self.name)
+
+    async def _run_local(self, run: RunState, step: int, args: dict[str, Any]) -> Any:
+        """Run the approved local body here and report its outcome before the agent sees it (OE-11)."""
+        outcome = _LocalOutcome(run, step=step)
+        spec = self._local
+        if spec is None:
+            raise await outcome.fail(
+                UNKNOWN_TOOL, f"the OE routed tool {self.name!r} to the AER, which has no local tool so named"
+            )
+        try:
+            kwargs = spec.bind(args)
+        except ValidationError as exc:
+            problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc))
+            raise await outcome.fail(
+                INVALID_ARGUMENTS, f"tool {spec.name!r} arguments are invalid: {problems}"
+            ) from None
+        try:
+            with tool_body_scope():
+                async with asyncio.timeout(spec.timeout_s) as deadline:
+                    value = await spec.acall(kwargs)
+        except SuspendRequested as signal:
+            signal.step, signal.tool = step, spec.name
+            await outcome.suspend(signal, tool=spec.name)
+            raise
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise await outcome.raised(spec.name, exc) from None
+            raise await outcome.fail(
+                TIMEOUT, f"tool {spec.name!r} did not finish within its timeout_s={spec.timeout_s:g}"
+            ) from None
+        except Exception as exc:
+            raise await outcome.raised(spec.name, exc) from None
+        try:
+            result = to_jsonable_python(value)
+        except PydanticSerializationError:
+            raise await outcome.fail(
+                TOOL_ERROR,
+                f"tool {spec.name!r} returned a {type(value).__name__}, which is not JSON-serializable",
+            ) from None
+        await outcome.report("success", result=result)
+        # The JSON form, as a replay from the OE's cache returns it: the agent sees the same either way.
+        return result
+
+
+class _LocalOutcome:
+    """Reports one local call's outcome (`POST /tool/result`); unacknowledged is a platform failure."""
+
+    def __init__(self, run: RunState, *, step: int) -> None:
+        self._run = run
+        self._step = step
+        self._started = time.perf_counter()
+
+    async def report(self, status: CallStatus, *, result: Any = None, error: CallError | None = None) -> None:
+        request = ToolResultRequest(
+            execution_id=self._run.context.execution_id,
+            step=self._step,
+            status=status,
+            result=result,
+            error=error,
+            duration_ms=(time.perf_counter() - self._started) * 1000,
+        )
+        oe = self._run.oe
+
+        async def exchange() -> None:
+            if oe is None:
+                raise PlatformFailure("no Orchestration Engine is configured for this run")
+            await oe.tool_result(request)
+
+        await _guard(self._run, exchange())
+
+    async def fail(self, category: str, explanation: str) -> ToolExecutionError:
+        """Report the failure and return the exception agent code gets."""
+        error = CallError(category=category, explanation=explanation)
+        await self.report("error", error=error)
+        return ToolExecutionError(error)
+
+    async def raised(self, tool: str, exc: BaseException) -> ToolExecutionError:
+        # The message may quote anything: only the type reaches the model and the OE, the log keeps the rest.
+        logger.error(
+            "local tool %s raised %s:\n%s", tool, type(exc).__name__, "".join(traceback.format_exception(exc))
+        )
+        return await self.fail(TOOL_ERROR, f"tool {tool!r} failed with {type(exc).__name__}; see the AER log")
+
+    async def suspend(self, signal: SuspendRequested, *, tool: str) -> None:
+        try:
+            result = {"reason": signal.reason, "payload": to_jsonable_python(signal.payload)}
+        except PydanticSerializationError:
+            raise await self.fail(
+                TOOL_ERROR, f"tool {tool!r} suspended with a payload that is not JSON-serializable"
+            ) from None
+        await self.report("suspend", result=result)
+        self._run.suspension = self._run.suspension or signal
+
+
+class SecureWrappedLLM:
+    """A model registered with `app.llm`: each call goes to the OE, which runs it in the Tool Pod (OE-19)."""
+
+    def __init__(self, llm: Any, *, llm_id: str) -> None:
+        self.llm_id = llm_id
+        self.wrapped = llm
+
+    def ainvoke(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """Start the model call now (its step is taken here); await the final AI message."""
+        run = _admit(f"calling the model {self.llm_id!r}")
+        request_messages = _jsonable([dict(m) for m in messages], what="messages")
+        request_tools = None if tools is None else _jsonable([dict(t) for t in tools], what="tools")
+        request_options = _jsonable(options, what="model options") if options else None
+        step = run.allocate_step()
+        request = ToolExecuteRequest(
+            execution_id=run.context.execution_id,
+            step=step,
+            tool=INVOKE_LLM,
+            llm_id=self.llm_id,
+            messages=request_messages,
+            tools=request_tools,
+            options=request_options,
+        )
+        return self._call(run, request)
+
+    async def _call(self, run: RunState, request: ToolExecuteRequest) -> dict[str, Any]:
+        with step_scope(request.step):
+            answer = await _ask(run, request)
+            if not answer.proceed:
+                raise PolicyDeniedException(answer.reason or f"model {self.llm_id!r} was denied by policy")
+            if answer.route_to == "callback":
+                failure = "the OE routed an LLM call back to the AER; model calls run in the Tool Pod only"
+                run.platform_failure = run.platform_failure or failure
+                raise PlatformFailure(failure)
+            message = _outcome(run, answer, tool=INVOKE_LLM)
+            if not isinstance(message, dict) or message.get("type") != "ai":
+                failure = f"the OE's answer to the model call at step {request.step} is not an AI message"
+                run.platform_failure = run.platform_failure or failure
+                raise PlatformFailure(failure)
+            return message
+
+
+def call_tool(
+    name: str, args: Mapping[str, Any] | None = None, *, local_tools: Mapping[str, ToolSpec] | None = None
+) -> Call:
+    """Call any tool (local, remote tenant or connector) through the OE; local tools default to the run's."""
+    tools = local_tools if local_tools is not None else current_run().local_tools
+    spec = tools.get(name)
+    return SecureToolWrapper(name, local=spec if spec is not None and spec.is_local else None).ainvoke(args)
