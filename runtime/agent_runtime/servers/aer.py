@@ -1,39 +1,104 @@
-"""The AER's HTTP surface (RUNNER_MODE=aer, port 8001): the tool surface agents register.
+"""The AER's HTTP surface (RUNNER_MODE=aer, port 8001): thin handlers over `ExecutionRunner`.
 
-The agent loop, which will send every tool call through the Orchestration Engine, comes with the OE;
-until then the AER serves what it knows: the bundle's connector tools and the tenant's own tools.
+- `POST /execute` (`AERExecuteRequest`): 202 `{execution_id, state: "running"}` at once, the run goes on as a
+  task and ends with `POST /executor/callback` to the OE. 400 names each bad field, 413 over the size cap,
+  404 for another workspace than APP_ID, 409 when the execution already runs here.
+- `GET /executions/{execution_id}`: 200 `{execution_id, state: "running"}` while this process runs it, else
+  404 (the OE's watchdog asks).
+- `GET /tools`: every tool with `is_local` and `sensitive`, for the OE's routing and policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_runtime.connectors import ToolDefinitions
-from agent_runtime.sdk import App
+from agent_runtime.protocol import AER_EXECUTE_PATH, AER_EXECUTION_PATH, AERExecuteRequest, AERExecutionStatus
+from agent_runtime.sdk import App, OEApi
 from agent_runtime.servers.auth import ASGIApp
+from agent_runtime.servers.bodies import MAX_BODY_BYTES, malformed, read_request_body, too_large
 from agent_runtime.servers.component_app import build_component_app
+from agent_runtime.servers.executions import ExecutionConflictError, ExecutionRunner, WorkspaceMismatchError
 from agent_runtime.servers.health import Readiness
-from agent_runtime.servers.metrics import ToolMetrics
-from agent_runtime.servers.tool_surface import tool_surface
+from agent_runtime.servers.metrics import ExecutionMetrics, ToolMetrics
+from agent_runtime.servers.tool_surface import routed_tool_surface, tool_surface
 
 TOOLS_PATH = "/tools"
+# The launcher passes its own; this default matches it for apps built directly (tests).
+DEFAULT_DRAIN_TIMEOUT_S = 25.0
 
 
-def build_aer_app(*, connectors: Sequence[ToolDefinitions], app: App, token: str) -> ASGIApp:
-    """The AER app over a loaded bundle and tenant App."""
-    surface = tool_surface(connectors=connectors, tenant_tools=list(app.tools.values()))
+def execution_routes(runner: ExecutionRunner) -> list[Route]:
+    """`POST /execute` and `GET /executions/{execution_id}`."""
+
+    async def execute(request: Request) -> Response:
+        body = await read_request_body(request, limit=MAX_BODY_BYTES)
+        if body is None:
+            return JSONResponse(too_large(MAX_BODY_BYTES), status_code=413)
+        try:
+            call = AERExecuteRequest.model_validate_json(body)
+        except ValidationError as exc:
+            return JSONResponse(malformed(exc), status_code=400)
+        try:
+            runner.start(call)
+        except WorkspaceMismatchError:
+            return JSONResponse({"detail": "this runtime serves another workspace"}, status_code=404)
+        except ExecutionConflictError:
+            return JSONResponse(
+                {"detail": f"execution {call.execution_id!r} is already running here"}, status_code=409
+            )
+        return JSONResponse(AERExecutionStatus(execution_id=call.execution_id).model_dump(), status_code=202)
+
+    async def execution(request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        if runner.is_running(execution_id):
+            return JSONResponse(AERExecutionStatus(execution_id=execution_id).model_dump())
+        return JSONResponse({"detail": "this process is not running that execution"}, status_code=404)
+
+    return [
+        Route(AER_EXECUTE_PATH, execute, methods=["POST"]),
+        Route(AER_EXECUTION_PATH, execution, methods=["GET"]),
+    ]
+
+
+def build_aer_app(
+    *,
+    connectors: Sequence[ToolDefinitions],
+    app: App,
+    token: str,
+    oe: OEApi,
+    app_id: str | None = None,
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+) -> ASGIApp:
+    """The AER app over a loaded bundle and tenant App; runs report to `oe`."""
+    tenant_tools = list(app.tools.values())
+    surface = routed_tool_surface(connectors=connectors, tenant_tools=tenant_tools)
     metrics = ToolMetrics(component="aer", known_tools=frozenset(entry["name"] for entry in surface))
+    runner = ExecutionRunner(
+        app=app,
+        oe=oe,
+        tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools),
+        metrics=ExecutionMetrics(metrics.registry, component="aer"),
+        app_id=app_id,
+    )
 
     async def tools(_: Request) -> Response:
         return JSONResponse({"tools": surface})
 
+    async def shutdown() -> None:
+        # uvicorn has stopped taking requests; runs in flight get the drain timeout to finish.
+        await runner.drain(drain_timeout_s)
+        await oe.aclose()
+
     return build_component_app(
-        routes=[Route(TOOLS_PATH, tools, methods=["GET"])],
+        routes=[*execution_routes(runner), Route(TOOLS_PATH, tools, methods=["GET"])],
         token=token,
         metrics=metrics,
         readiness=Readiness(),
+        on_shutdown=shutdown,
     )

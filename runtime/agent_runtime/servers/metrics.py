@@ -83,3 +83,87 @@ class ToolMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The text exposition and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+# Model calls take from under a second to minutes.
+_LLM_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
+# Runs of the entrypoint, from a cached replay to a long multi-step turn.
+_EXECUTION_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+
+class LLMMetrics:
+    """Model calls in the Tool Pod (B-16): count by outcome, latency and tokens, per registered llm_id."""
+
+    def __init__(self, registry: CollectorRegistry, *, component: str) -> None:
+        self._component = component
+        self._calls = Counter(
+            "agent_runtime_llm_calls",
+            "Model calls handled, by llm_id and outcome.",
+            ["component", "llm_id", "status"],
+            registry=registry,
+        )
+        self._latency = Histogram(
+            "agent_runtime_llm_call_duration_seconds",
+            "Model call latency, by llm_id.",
+            ["component", "llm_id"],
+            buckets=_LLM_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._tokens = Counter(
+            "agent_runtime_llm_tokens",
+            "Tokens the model reported (usage_metadata), by llm_id and kind (input, output).",
+            ["component", "llm_id", "kind"],
+            registry=registry,
+        )
+
+    def call_finished(
+        self, *, llm_id: str, status: str, duration_s: float, usage: dict[str, object] | None = None
+    ) -> None:
+        """Record one call; `llm_id` must be a registered id or UNKNOWN_TOOL_LABEL (bounded labels)."""
+        self._calls.labels(self._component, llm_id, status).inc()
+        self._latency.labels(self._component, llm_id).observe(duration_s)
+        for kind in ("input", "output"):
+            count = (usage or {}).get(f"{kind}_tokens")
+            if isinstance(count, int) and count > 0:
+                self._tokens.labels(self._component, llm_id, kind).inc(count)
+
+
+class ExecutionMetrics:
+    """Runs of the entrypoint in the AER (B-16): started, finished by outcome, in flight, duration."""
+
+    def __init__(self, registry: CollectorRegistry, *, component: str) -> None:
+        self._started = Counter(
+            "agent_runtime_executions_started",
+            "Runs of the entrypoint started (a resume is a new run).",
+            ["component"],
+            registry=registry,
+        ).labels(component)
+        self._finished = Counter(
+            "agent_runtime_executions_finished",
+            "Runs of the entrypoint finished, by callback status (COMPLETED, SUSPENDED, FAILED).",
+            ["component", "status"],
+            registry=registry,
+        )
+        self._in_flight = Gauge(
+            "agent_runtime_executions_in_flight",
+            "Runs of the entrypoint in progress.",
+            ["component"],
+            registry=registry,
+        ).labels(component)
+        self._latency = Histogram(
+            "agent_runtime_execution_duration_seconds",
+            "Duration of one run of the entrypoint.",
+            ["component"],
+            buckets=_EXECUTION_LATENCY_BUCKETS,
+            registry=registry,
+        ).labels(component)
+        self._component = component
+
+    def started(self) -> None:
+        self._started.inc()
+        self._in_flight.inc()
+
+    def finished(self, *, status: str, duration_s: float) -> None:
+        self._in_flight.dec()
+        self._finished.labels(self._component, status).inc()
+        self._latency.observe(duration_s)

@@ -39,3 +39,22 @@ def tool_surface(
     surface = [schema for defs in connectors for schema in defs.tool_schemas()]
     surface += [spec.schema() for spec in specs]
     return surface
+
+
+# Connector tools whose method only reads are not sensitive; every other method may write (Decision 6).
+READ_ONLY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def routed_tool_surface(
+    *, connectors: Sequence[ToolDefinitions], tenant_tools: Iterable[ToolSpec]
+) -> list[dict[str, Any]]:
+    """`tool_surface` plus `is_local` and `sensitive` per tool, for the OE's routing and policy (B-26)."""
+    specs = list(tenant_tools)
+    check_unique_tool_names(connectors=connectors, tenant_tools=specs)
+    surface = [
+        {**schema, "is_local": False, "sensitive": tool.method not in READ_ONLY_METHODS}
+        for defs in connectors
+        for tool, schema in zip(defs.tools, defs.tool_schemas(), strict=True)
+    ]
+    surface += [{**spec.schema(), "is_local": spec.is_local, "sensitive": spec.sensitive} for spec in specs]
+    return surface

@@ -76,8 +76,18 @@ def write_provider_bundle(directory: Path, *, base_url: str) -> Path:
     return write_bundle(build_bundle([materialize_connector(tool, catalog)]), directory)
 
 
+# Where nothing listens: components that never call the OE in a test still need its address.
+UNREACHABLE_OE_URL = "http://127.0.0.1:9"
+
+
 def operator_env(
-    tmp_path: Path, *, mode: str, port: int, bundle_index: Path | None, token: str = RUNTIME_TOKEN
+    tmp_path: Path,
+    *,
+    mode: str,
+    port: int,
+    bundle_index: Path | None,
+    token: str = RUNTIME_TOKEN,
+    oe_url: str = UNREACHABLE_OE_URL,
 ) -> dict[str, str]:
     """The env the operator renders for a component (paths under tmp_path instead of /etc/agent-engine)."""
     token_dir = tmp_path / "token"
@@ -95,6 +105,7 @@ def operator_env(
         "AGENT_ENTRYPOINT": "echo_agent.agent:app",
         "ECHO_TOKEN": CONNECTOR_SECRET,
         "ECHO_SIGNING_KEY": SIGNING_KEY,
+        "AGENTIC_OE_URL": oe_url,
     }
     if bundle_index is not None:
         env["AGENTIC_CONNECTOR_BUNDLE_PATH"] = str(bundle_index)
