@@ -1,8 +1,11 @@
-"""The Tool Pod's HTTP surface (RUNNER_MODE=tool, port 8002): `POST /execute` and `GET /tools`."""
+"""The Tool Pod's HTTP surface (port 8002): `POST /execute`, `POST /invoke_llm`, and `GET /tools`.
+
+Both calls answer 200 with a `CallOutcome` (`status` success, error or suspend, `pod_name`), 413 over the body
+cap and 422 naming each bad field of a malformed body.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
 from pydantic import ValidationError
@@ -12,26 +15,30 @@ from starlette.routing import Route
 
 from agent_runtime.connectors import ToolDefinitions
 from agent_runtime.logging_config import log_context
-from agent_runtime.sdk import ToolSpec
+from agent_runtime.protocol import INVOKE_LLM_PATH, TOOL_EXECUTE_PATH, CallOutcome, InvokeLLMRequest
+from agent_runtime.sdk import App
 from agent_runtime.servers.auth import ASGIApp, Receive, Scope, Send
+from agent_runtime.servers.bodies import (
+    MAX_BODY_BYTES,
+    dumps,
+    malformed,
+    read_asgi_body,
+    read_request_body,
+    too_large,
+)
 from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.health import Readiness
-from agent_runtime.servers.metrics import ToolMetrics
-from agent_runtime.servers.tool_calls import (
-    ExecuteRequest,
-    ExecuteResponse,
-    ToolCallService,
-    validation_problems,
-)
+from agent_runtime.servers.llm_calls import LLMCallService, construction_context
+from agent_runtime.servers.metrics import LLMMetrics, ToolMetrics
+from agent_runtime.servers.tool_calls import ExecuteRequest, ToolCallService
 from agent_runtime.servers.tool_surface import tool_surface
 
-EXECUTE_PATH = "/execute"
+EXECUTE_PATH = TOOL_EXECUTE_PATH
 TOOLS_PATH = "/tools"
-# Tool arguments are JSON for an API call; anything larger is a mistake or an attack.
-MAX_EXECUTE_BODY_BYTES = 8 * 1024 * 1024
+MAX_EXECUTE_BODY_BYTES = MAX_BODY_BYTES
 
 _JSON_HEADERS = (b"content-type", b"application/json")
-_response_json = ExecuteResponse.__pydantic_serializer__.to_json
+_response_json = CallOutcome.__pydantic_serializer__.to_json
 
 
 class ExecuteEndpoint:
@@ -48,36 +55,18 @@ class ExecuteEndpoint:
         if scope["method"] != "POST":
             await _send_json(send, 405, b'{"detail":"use POST"}', extra=[(b"allow", b"POST")])
             return
-        body = await _read_body(receive, limit=MAX_EXECUTE_BODY_BYTES)
+        body = await read_asgi_body(receive, limit=MAX_EXECUTE_BODY_BYTES)
         if body is None:
-            detail = {
-                "detail": [{"field": "(body)", "problem": f"larger than {MAX_EXECUTE_BODY_BYTES} bytes"}]
-            }
-            await _send_json(send, 413, json.dumps(detail).encode())
+            await _send_json(send, 413, dumps(too_large(MAX_EXECUTE_BODY_BYTES)))
             return
         try:
             call = ExecuteRequest.model_validate_json(body)
         except ValidationError as exc:
-            await _send_json(send, 422, json.dumps({"detail": validation_problems(exc)}).encode())
+            await _send_json(send, 422, dumps(malformed(exc)))
             return
         with log_context(execution_id=call.execution_id, step=call.step):
             outcome = await self._service.execute(call)
         await _send_json(send, 200, _response_json(outcome))
-
-
-async def _read_body(receive: Receive, *, limit: int) -> bytes | None:
-    """The whole request body, or None once it exceeds `limit`."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def _send_json(
@@ -88,29 +77,69 @@ async def _send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
+def invoke_llm_route(service: LLMCallService) -> Route:
+    """`POST /invoke_llm`: run a registered model once (B-12)."""
+
+    async def invoke_llm(request: Request) -> Response:
+        body = await read_request_body(request, limit=MAX_BODY_BYTES)
+        if body is None:
+            return JSONResponse(too_large(MAX_BODY_BYTES), status_code=413)
+        try:
+            call = InvokeLLMRequest.model_validate_json(body)
+        except ValidationError as exc:
+            return JSONResponse(malformed(exc), status_code=422)
+        with log_context(execution_id=call.execution_id, step=call.step):
+            outcome = await service.invoke(call)
+        return Response(_response_json(outcome), media_type="application/json")
+
+    return Route(INVOKE_LLM_PATH, invoke_llm, methods=["POST"])
+
+
 def build_tool_app(
     *,
     connectors: Sequence[ToolDefinitions],
-    tenant_tools: Sequence[ToolSpec],
+    app: App | None,
     secret_env: Mapping[str, str],
     token: str,
+    pod_name: str | None = None,
+    app_id: str | None = None,
 ) -> ASGIApp:
-    """The Tool Pod app; executors are created now and closed when the server shuts down."""
+    """The Tool Pod app: executors made now and closed at shutdown; the entrypoint built at start-up."""
+    tenant_tools = list(app.tools.values()) if app is not None else []
     remote_tools = [spec for spec in tenant_tools if not spec.is_local]
     surface = tool_surface(connectors=connectors, tenant_tools=remote_tools)
     metrics = ToolMetrics(component="tool", known_tools=frozenset(entry["name"] for entry in surface))
     service = ToolCallService(
-        connectors=connectors, tenant_tools=remote_tools, secret_env=secret_env, metrics=metrics
+        connectors=connectors,
+        tenant_tools=remote_tools,
+        secret_env=secret_env,
+        metrics=metrics,
+        pod_name=pod_name,
+    )
+    # The entrypoint is built with every tool the agent may offer a model, local ones included.
+    context = construction_context(
+        tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools), workspace_id=app_id or ""
+    )
+    llm_calls = LLMCallService(
+        app=app,
+        context=context,
+        metrics=LLMMetrics(metrics.registry, component="tool"),
+        secret_values=[value for value in secret_env.values() if value],
+        pod_name=pod_name,
     )
 
     async def tools(_: Request) -> Response:
         return JSONResponse({"tools": surface})
 
+    async def construct() -> None:
+        await llm_calls.construct()
+
     return build_component_app(
-        routes=[Route(TOOLS_PATH, tools, methods=["GET"])],
+        routes=[Route(TOOLS_PATH, tools, methods=["GET"]), invoke_llm_route(llm_calls)],
         token=token,
         metrics=metrics,
         readiness=Readiness(),
+        on_startup=construct,
         on_shutdown=service.aclose,
-        fast_path=lambda app: ExecuteEndpoint(app, service=service),
+        fast_path=lambda asgi: ExecuteEndpoint(asgi, service=service),
     )

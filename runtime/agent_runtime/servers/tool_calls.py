@@ -1,8 +1,9 @@
-"""Executing one tool call in the Tool Pod: the wire models and the logic, free of HTTP.
+"""Executing one tool call in the Tool Pod, free of HTTP.
 
 A call names a bundle connector's tool (run by that connector's executor against the provider) or a
 tenant tool with `is_local=False` (run in-process). Failures come back as a category and an explanation
-that is safe to show: no secret value and no raw provider body ever leaves this module.
+that is safe to show: no secret value and no raw provider body ever leaves this module. A tenant tool that
+calls `app.suspend` answers `status: "suspend"` with `{reason, payload}` (OE-14).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agent_runtime.connectors import (
@@ -29,8 +30,16 @@ from agent_runtime.connectors import (
     classify_tool_api_error,
 )
 from agent_runtime.contract import is_platform_env
+from agent_runtime.protocol import (
+    CallError,
+    CallOutcome,
+    CallStatus,
+    ToolPodExecuteRequest,
+    validation_problems,
+)
 from agent_runtime.redaction import redact
-from agent_runtime.sdk import ToolDefinitionError, ToolSpec
+from agent_runtime.sdk import PlatformFailure, ToolDefinitionError, ToolSpec
+from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.servers.metrics import ToolMetrics
 from agent_runtime.servers.tool_surface import check_unique_tool_names
 
@@ -46,32 +55,8 @@ INTERNAL = "internal"
 CREDENTIAL_MISSING = "credential_missing"
 
 
-class ExecuteRequest(BaseModel):
-    """`POST /execute` body. Unknown fields are ignored: the OE may be a newer version than this image."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    tool: str = Field(min_length=1, max_length=256)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    execution_id: str | None = Field(default=None, max_length=256)
-    step: int | None = Field(default=None, ge=0)
-
-
-class ToolCallError(BaseModel):
-    """A classified failure: safe to show to the agent, the OE and its audit log."""
-
-    category: str
-    explanation: str
-    status_code: int | None = None
-
-
-class ExecuteResponse(BaseModel):
-    """`POST /execute` answer; `result` is the provider response or the tenant tool's return value."""
-
-    status: Literal["success", "error"]
-    result: Any = None
-    error: ToolCallError | None = None
-    duration_ms: float
+# The `POST /execute` body (unknown fields are ignored: the OE may be newer than this image).
+ExecuteRequest = ToolPodExecuteRequest
 
 
 class _TenantToolFailure(Exception):
@@ -87,15 +72,6 @@ class _TenantToolFailure(Exception):
 class _ConnectorTool:
     executor: ConnectorExecutor
     connector: str
-
-
-def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
-    """Pydantic errors as {field, problem}, without the offending input (it may be a secret)."""
-    problems = []
-    for error in exc.errors(include_url=False, include_input=False, include_context=False):
-        field = ".".join(str(part) for part in error["loc"]) or "(body)"
-        problems.append({"field": field, "problem": error["msg"]})
-    return problems
 
 
 def check_required_secrets(tenant_tools: Sequence[ToolSpec], secret_env: Mapping[str, str]) -> None:
@@ -137,8 +113,10 @@ class ToolCallService:
         tenant_tools: Sequence[ToolSpec],
         secret_env: Mapping[str, str],
         metrics: ToolMetrics,
+        pod_name: str | None = None,
     ) -> None:
         remote = [spec for spec in tenant_tools if not spec.is_local]
+        self._pod_name = pod_name
         check_unique_tool_names(connectors=connectors, tenant_tools=remote)
         check_required_secrets(remote, secret_env)
         check_connector_credentials(connectors, secret_env)
@@ -163,24 +141,38 @@ class ToolCallService:
         for executor in self._executors:
             await executor.aclose()
 
-    async def execute(self, call: ExecuteRequest) -> ExecuteResponse:
-        """Run one call; never raises for a tool failure, only reports it."""
+    async def execute(self, call: ExecuteRequest) -> CallOutcome:
+        """Run one call; never raises for a tool failure or a suspension, only reports it."""
         started = time.perf_counter()
         self._metrics.call_started()
-        error: ToolCallError | None = None
+        status: CallStatus = "success"
+        error: CallError | None = None
         result: Any = None
         try:
             result = await self._run(call)
-        except Exception as exc:
+        except SuspendRequested as signal:
+            # Out of band: the status says "suspend"; a tool returning {"status": "suspend"} is a success.
+            try:
+                result, status = (
+                    {"reason": signal.reason, "payload": to_jsonable_python(signal.payload)},
+                    "suspend",
+                )
+            except PydanticSerializationError:
+                explanation = f"tool {call.tool!r} suspended with a payload that is not JSON-serializable"
+                error = CallError(category=TOOL_ERROR, explanation=explanation)
+        except (Exception, PlatformFailure) as exc:
             error = self._classify(call, exc)
         duration_s = time.perf_counter() - started
         self._metrics.call_finished(
             tool=call.tool, error_category=error.category if error else None, duration_s=duration_s
         )
+        duration_ms = duration_s * 1000
         if error is not None:
             logger.warning("tool %s failed: %s", call.tool, error.category)
-            return ExecuteResponse(status="error", error=error, duration_ms=duration_s * 1000)
-        return ExecuteResponse(status="success", result=result, duration_ms=duration_s * 1000)
+            return CallOutcome(status="error", error=error, duration_ms=duration_ms, pod_name=self._pod_name)
+        if status == "suspend":
+            logger.info("tool %s suspended the execution", call.tool)
+        return CallOutcome(status=status, result=result, duration_ms=duration_ms, pod_name=self._pod_name)
 
     async def _run(self, call: ExecuteRequest) -> Any:
         target = self._routes.get(call.tool)
@@ -217,26 +209,22 @@ class ToolCallService:
                 f"tool {spec.name!r} returned a {type(result).__name__}, which is not JSON-serializable",
             ) from None
 
-    def _classify(self, call: ExecuteRequest, exc: Exception) -> ToolCallError:
+    def _classify(self, call: ExecuteRequest, exc: BaseException) -> CallError:
         """Map an exception to a category and a safe explanation (the only thing that leaves the pod)."""
         if isinstance(exc, UnknownToolError):
-            return ToolCallError(
+            return CallError(
                 category=UNKNOWN_TOOL,
                 explanation=f"this Tool Pod has no tool named {call.tool!r}; GET /tools lists its tools",
             )
         if isinstance(exc, ToolArgumentError):
-            return ToolCallError(
-                category=INVALID_ARGUMENTS, explanation=redact(str(exc), self._secret_values)
-            )
+            return CallError(category=INVALID_ARGUMENTS, explanation=redact(str(exc), self._secret_values))
         if isinstance(exc, CredentialMissingError):
-            return ToolCallError(
-                category=CREDENTIAL_MISSING, explanation=redact(str(exc), self._secret_values)
-            )
+            return CallError(category=CREDENTIAL_MISSING, explanation=redact(str(exc), self._secret_values))
         if isinstance(exc, _TenantToolFailure):
-            return ToolCallError(category=exc.category, explanation=exc.explanation)
+            return CallError(category=exc.category, explanation=exc.explanation)
         if isinstance(exc, (httpx.HTTPStatusError, httpx.TimeoutException, httpx.TransportError)):
             classified = classify_tool_api_error(exc, secrets=self._secret_values)
-            return ToolCallError(
+            return CallError(
                 category=classified.category,
                 explanation=classified.explanation,
                 status_code=classified.status_code,
@@ -251,7 +239,7 @@ class ToolCallService:
             type(exc).__name__,
             redact("".join(traceback.format_exception(exc)).rstrip(), self._secret_values),
         )
-        return ToolCallError(
+        return CallError(
             category=category,
             explanation=f"tool {call.tool!r} failed with {type(exc).__name__}; see the Tool Pod log",
         )

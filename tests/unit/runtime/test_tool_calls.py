@@ -3,9 +3,10 @@ import logging
 
 import pytest
 
+from agent_runtime.protocol import CallOutcome
 from agent_runtime.sdk import App, ToolDefinitionError
 from agent_runtime.servers.metrics import ToolMetrics
-from agent_runtime.servers.tool_calls import ExecuteRequest, ExecuteResponse, ToolCallService
+from agent_runtime.servers.tool_calls import ExecuteRequest, ToolCallService
 from agent_runtime.servers.tool_surface import DuplicateToolError, tool_surface
 
 SECRET = "tenant-secret-value-123"
@@ -48,7 +49,7 @@ def _service(app: App) -> ToolCallService:
     )
 
 
-def _execute(service: ToolCallService, tool: str, arguments: dict[str, object]) -> ExecuteResponse:
+def _execute(service: ToolCallService, tool: str, arguments: dict[str, object]) -> CallOutcome:
     return asyncio.run(
         service.execute(ExecuteRequest(tool=tool, arguments=arguments, execution_id="e", step=1))
     )
@@ -127,3 +128,48 @@ def test_tenant_failures_are_told_apart() -> None:
     assert not_json is not None and "not JSON-serializable" in not_json.explanation
     assert _execute(service, "inner_validation", {"n": 1}).error.category == "tool_error"  # type: ignore[union-attr]
     assert _execute(service, "inner_validation", {}).error.category == "invalid_arguments"  # type: ignore[union-attr]
+
+
+def test_suspend_is_a_status_not_result_content() -> None:
+    app = App()
+
+    @app.tool
+    def review(amount: int) -> None:
+        """Ask a human."""
+        app.suspend("needs approval", {"amount": amount})
+
+    @app.tool
+    async def review_async() -> None:
+        """Ask a human, from async code."""
+        app.suspend("async review")
+
+    @app.tool
+    def says_suspend() -> dict[str, str]:
+        """Returns data that merely looks like a suspension."""
+        return {"status": "suspend", "reason": "just data"}
+
+    @app.tool
+    def bad_payload() -> None:
+        """Suspends with a payload JSON cannot carry."""
+        app.suspend("why", object())
+
+    service = ToolCallService(
+        connectors=[],
+        tenant_tools=list(app.tools.values()),
+        secret_env={},
+        metrics=ToolMetrics(component="tool"),
+        pod_name="tool-pod-7",
+    )
+    suspended = _execute(service, "review", {"amount": 5})
+    assert (suspended.status, suspended.result, suspended.error) == (
+        "suspend",
+        {"reason": "needs approval", "payload": {"amount": 5}},
+        None,
+    )
+    assert suspended.pod_name == "tool-pod-7"
+    assert _execute(service, "review_async", {}).result == {"reason": "async review", "payload": None}
+    data = _execute(service, "says_suspend", {})
+    assert (data.status, data.result) == ("success", {"status": "suspend", "reason": "just data"})
+    bad = _execute(service, "bad_payload", {})
+    assert bad.status == "error" and bad.error is not None and bad.error.category == "tool_error"
+    assert _execute(service, "nope", {}).pod_name == "tool-pod-7"
