@@ -85,10 +85,13 @@ class Stack:
             time.sleep(0.05)
         return proc
 
-    def start_runtimes(self) -> None:
-        tenant = {"RUNTIME_TOKEN": RUNTIME_TOKEN, "AGENT_ENTRYPOINT": "tests.benchmarks.oe_tenant:app"}
-        self._launch("tool", self.tool_port, tenant)
-        self._launch("aer", self.aer_port, {**tenant, "AGENTIC_OE_URL": "http://127.0.0.1:9"})
+    def start_runtimes(
+        self, *, tenant: str = "tests.benchmarks.oe_tenant:app", extra: dict[str, str] | None = None
+    ) -> None:
+        env = {"RUNTIME_TOKEN": RUNTIME_TOKEN, "AGENT_ENTRYPOINT": tenant, **(extra or {})}
+        self._launch("tool", self.tool_port, env)
+        self.oe_port = free_port()
+        self._launch("aer", self.aer_port, {**env, "AGENTIC_OE_URL": f"http://127.0.0.1:{self.oe_port}"})
         regs = self.tmp / "registrations"
         regs.mkdir()
         (regs / "bench.json").write_text(
@@ -104,7 +107,8 @@ class Stack:
         )
 
     def start_oe(self, store_env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
-        port = free_port()
+        # Always the port the AER was told: OEs for different stores take turns on it.
+        port = self.oe_port
         extra = {
             "OE_REGISTRATIONS_DIR": str(self.tmp / "registrations"),
             "OE_CLIENT_TOKEN": CLIENT_TOKEN,
