@@ -132,9 +132,9 @@ class SecureToolWrapper:
         run = _admit(f"calling tool {self.name!r}")
         arguments = _jsonable(dict(args or {}), what=f"the arguments of tool {self.name!r}")
         step = run.allocate_step()
-        return self._call(run, step, arguments)
+        return self._call(run, step=step, args=arguments)
 
-    async def _call(self, run: RunState, step: int, args: dict[str, Any]) -> Any:
+    async def _call(self, run: RunState, *, step: int, args: dict[str, Any]) -> Any:
         with step_scope(step):
             request = ToolExecuteRequest(
                 execution_id=run.context.execution_id, step=step, tool=self.name, args=args
@@ -143,10 +143,10 @@ class SecureToolWrapper:
             if not answer.proceed:
                 raise PolicyDeniedException(answer.reason or f"tool {self.name!r} was denied by policy")
             if answer.route_to == "callback":
-                return await self._run_local(run, step, args)
+                return await self._run_local(run, step=step, args=args)
             return _outcome(run, answer, tool=self.name)
 
-    async def _run_local(self, run: RunState, step: int, args: dict[str, Any]) -> Any:
+    async def _run_local(self, run: RunState, *, step: int, args: dict[str, Any]) -> Any:
         """Run the approved local body here and report its outcome before the agent sees it (OE-11)."""
         outcome = _LocalOutcome(run, step=step)
         spec = self._local

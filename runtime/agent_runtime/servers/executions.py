@@ -48,7 +48,7 @@ class WorkspaceMismatchError(Exception):
     """The execution names another workspace than this runtime's APP_ID (404, AU-02)."""
 
 
-def _failed(execution_id: str, category: str, explanation: str) -> ExecutorCallback:
+def _failed(execution_id: str, *, category: str, explanation: str) -> ExecutorCallback:
     return ExecutorCallback(
         execution_id=execution_id,
         status=CallbackStatus.FAILED,
@@ -61,7 +61,9 @@ def _suspended(execution_id: str, signal: SuspendRequested) -> ExecutorCallback:
         metadata = to_jsonable_python(signal.metadata())
     except PydanticSerializationError:
         return _failed(
-            execution_id, ENTRYPOINT_ERROR, "app.suspend was given a payload that is not JSON-serializable"
+            execution_id,
+            category=ENTRYPOINT_ERROR,
+            explanation="app.suspend was given a payload that is not JSON-serializable",
         )
     return ExecutorCallback(execution_id=execution_id, status=CallbackStatus.SUSPENDED, metadata=metadata)
 
@@ -72,10 +74,10 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _verdict(run: RunState, execution_id: str, result: Any) -> ExecutorCallback:
+def _verdict(run: RunState, *, execution_id: str, result: Any) -> ExecutorCallback:
     """A run that returned: a swallowed platform failure or suspension still decides the outcome (LG-08)."""
     if run.platform_failure is not None:
-        return _failed(execution_id, PLATFORM_FAILURE, run.platform_failure)
+        return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)
     if run.suspension is not None:
         return _suspended(execution_id, run.suspension)
     try:
@@ -83,8 +85,8 @@ def _verdict(run: RunState, execution_id: str, result: Any) -> ExecutorCallback:
     except PydanticSerializationError:
         return _failed(
             execution_id,
-            INVALID_RESULT,
-            f"the entrypoint returned a {type(result).__name__}, which is not JSON-serializable",
+            category=INVALID_RESULT,
+            explanation=f"the entrypoint returned a {type(result).__name__}, which is not JSON-serializable",
         )
     return ExecutorCallback(execution_id=execution_id, status=CallbackStatus.COMPLETED, result=value)
 
@@ -112,24 +114,26 @@ async def run_execution(
         try:
             result = await run_runnable(app.build(context), request.input)
         except PlatformFailure as failure:
-            return _failed(execution_id, PLATFORM_FAILURE, run.platform_failure or failure.message)
+            return _failed(
+                execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure or failure.message
+            )
         except SuspendRequested as signal:
             if run.platform_failure is not None:
-                return _failed(execution_id, PLATFORM_FAILURE, run.platform_failure)
+                return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)
             return _suspended(execution_id, signal)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # SystemExit too: tenant code must not stop the AER
             if run.platform_failure is not None:
-                return _failed(execution_id, PLATFORM_FAILURE, run.platform_failure)
+                return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)
             logger.error(
                 "execution %s: the entrypoint raised %s:\n%s",
                 execution_id,
                 type(exc).__name__,
                 "".join(traceback.format_exception(exc)).rstrip(),
             )
-            return _failed(execution_id, ENTRYPOINT_ERROR, _short(exc))
-        return _verdict(run, execution_id, result)
+            return _failed(execution_id, category=ENTRYPOINT_ERROR, explanation=_short(exc))
+        return _verdict(run, execution_id=execution_id, result=result)
 
 
 class ExecutionRunner:
@@ -195,7 +199,9 @@ class ExecutionRunner:
                 logger.error("execution %s: OE never acknowledged the callback: %s", execution_id, failure)
 
     async def _report_cancelled(self, execution_id: str) -> None:
-        callback = _failed(execution_id, PLATFORM_FAILURE, "the AER shut down before the run finished")
+        callback = _failed(
+            execution_id, category=PLATFORM_FAILURE, explanation="the AER shut down before the run finished"
+        )
         try:
             async with asyncio.timeout(CANCELLED_CALLBACK_TIMEOUT_S):
                 await self._oe.callback(callback)

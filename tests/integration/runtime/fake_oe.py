@@ -80,19 +80,19 @@ class FakeOEApp:
             forced = queue.popleft() if queue else None
         await asyncio.sleep(self.delay_s.get(path, 0.0))
         if forced is not None:
-            await _respond(send, *forced)
+            await _respond(send, status=forced[0], body=forced[1])
             return
         if path == OE_TOOL_EXECUTE_PATH:
             answer = self._answer(ToolExecuteRequest.model_validate_json(body))
-            await _respond(send, 200, answer.model_dump_json().encode())
+            await _respond(send, status=200, body=answer.model_dump_json().encode())
         elif path == OE_TOOL_RESULT_PATH:
             ToolResultRequest.model_validate_json(body)
-            await _respond(send, 200, b'{"accepted":true}')
+            await _respond(send, status=200, body=b'{"accepted":true}')
         elif path == OE_CALLBACK_PATH:
             ExecutorCallback.model_validate_json(body)
-            await _respond(send, 200, b'{"accepted":true}')
+            await _respond(send, status=200, body=b'{"accepted":true}')
         else:
-            await _respond(send, 404, b'{"detail":"no such route"}')
+            await _respond(send, status=404, body=b'{"detail":"no such route"}')
 
     def _answer(self, request: ToolExecuteRequest) -> ToolExecuteAnswer:
         if request.tool == INVOKE_LLM:
@@ -105,7 +105,7 @@ class FakeOEApp:
         return ToolExecuteAnswer(step=request.step, proceed=True, status="success", result=result)
 
 
-async def _respond(send: Any, status: int, body: bytes) -> None:
+async def _respond(send: Any, *, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -89,7 +89,7 @@ def _execute(
 
 
 def test_a_run_goes_through_the_oe_and_ends_with_a_callback(aer: Component, oe: RunningFakeOE) -> None:
-    status, accepted = _execute(aer, "ex-loop", {"mode": "loop", "text": "count a b c"})
+    status, accepted = _execute(aer, "ex-loop", task={"mode": "loop", "text": "count a b c"})
     assert (status, accepted) == (202, {"execution_id": "ex-loop", "state": "running"})
     [callback] = oe.wait_for_callbacks(1)
     assert callback == {
@@ -110,11 +110,11 @@ def test_a_run_goes_through_the_oe_and_ends_with_a_callback(aer: Component, oe: 
 
 
 def test_http_edges(aer: Component, oe: RunningFakeOE) -> None:
-    assert _execute(aer, "ex-slow", {"sleep": 1.5})[0] == 202
+    assert _execute(aer, "ex-slow", task={"sleep": 1.5})[0] == 202
     with aer.client(timeout=10) as client:
         assert client.get("/executions/ex-slow").json() == {"execution_id": "ex-slow", "state": "running"}
         assert client.get("/executions/nobody").status_code == 404
-        assert _execute(aer, "ex-slow", {})[0] == 409
+        assert _execute(aer, "ex-slow", task={})[0] == 409
         other = client.post("/execute", json={"execution_id": "ex-other", "workspace_id": "team-b.x"})
         assert other.status_code == 404
         malformed = client.post("/execute", json={"workspace_id": APP_ID, "resume": "maybe"})
@@ -131,8 +131,8 @@ def test_http_edges(aer: Component, oe: RunningFakeOE) -> None:
                 "sensitive": False,
             }
         ]
-    assert _execute(aer, "ex-suspend", {"mode": "suspend", "text": "draft 1"})[0] == 202
-    assert _execute(aer, "ex-resume", {}, resume=True)[0] == 202
+    assert _execute(aer, "ex-suspend", task={"mode": "suspend", "text": "draft 1"})[0] == 202
+    assert _execute(aer, "ex-resume", task={}, resume=True)[0] == 202
     callbacks = {c["execution_id"]: c for c in oe.wait_for_callbacks(3)}
     assert callbacks["ex-suspend"]["status"] == "SUSPENDED"
     assert callbacks["ex-suspend"]["metadata"] == {"reason": "needs a human", "payload": {"draft": "draft 1"}}
@@ -145,7 +145,7 @@ def test_http_edges(aer: Component, oe: RunningFakeOE) -> None:
 
 
 def test_sigterm_waits_for_runs_in_flight(aer: Component, oe: RunningFakeOE) -> None:
-    assert _execute(aer, "ex-drain", {"sleep": 2})[0] == 202
+    assert _execute(aer, "ex-drain", task={"sleep": 2})[0] == 202
     time.sleep(0.3)
     aer.process.popen.send_signal(signal.SIGTERM)
     assert aer.process.popen.wait(timeout=30) == 0

@@ -72,7 +72,9 @@ def peer() -> Iterator[RunningLLMPeer]:
         yield running
 
 
-def _tool_pod(spawn: Callable[..., Process], tmp_path: Path, peer: RunningLLMPeer, **extra: str) -> Component:
+def _tool_pod(
+    spawn: Callable[..., Process], tmp_path: Path, *, peer: RunningLLMPeer, **extra: str
+) -> Component:
     package = tmp_path / "tenant_tool_pod_llm"
     package.mkdir(exist_ok=True)
     (package / "__init__.py").write_text("")
@@ -98,7 +100,7 @@ def _records(component: Component) -> list[dict[str, object]]:
 def test_invoke_llm_runs_the_models_the_entrypoint_registered(
     spawn: Callable[..., Process], tmp_path: Path, peer: RunningLLMPeer
 ) -> None:
-    pod = _tool_pod(spawn, tmp_path, peer)
+    pod = _tool_pod(spawn, tmp_path, peer=peer)
     messages = [{"type": "system", "content": "be brief"}, {"type": "human", "content": "hello"}]
     peer.push(Turn.answer("hello from the peer"), Turn.error(401))
     with pod.client(timeout=30) as client:
@@ -158,7 +160,7 @@ def test_invoke_llm_runs_the_models_the_entrypoint_registered(
 def test_a_failed_construction_warns_and_the_tool_pod_keeps_serving(
     spawn: Callable[..., Process], tmp_path: Path, peer: RunningLLMPeer
 ) -> None:
-    pod = _tool_pod(spawn, tmp_path, peer, TENANT_FAIL_CONSTRUCTION="1")
+    pod = _tool_pod(spawn, tmp_path, peer=peer, TENANT_FAIL_CONSTRUCTION="1")
     with pod.client(timeout=30) as client:
         assert client.post("/execute", json={"tool": "looks_suspended"}).json()["status"] == "success"
         answer = client.post(

@@ -250,7 +250,7 @@ def test_drain_waits_then_cancels_and_reports_failed() -> None:
     )
 
 
-async def _asgi(app: ASGIApp, method: str, path: str, body: bytes = b"") -> tuple[int, Any]:
+async def _asgi(app: ASGIApp, method: str, *, path: str, body: bytes = b"") -> tuple[int, Any]:
     messages = [{"type": "http.request", "body": body, "more_body": False}]
     sent: list[dict[str, Any]] = []
 
@@ -317,31 +317,31 @@ def test_http_surface() -> None:
 
     async def main() -> None:
         body = json.dumps({"execution_id": "ex-1", "workspace_id": "ns.agent", "input": "a b c"}).encode()
-        assert await _asgi(aer, "POST", "/execute", body) == (
+        assert await _asgi(aer, "POST", path="/execute", body=body) == (
             202,
             {"execution_id": "ex-1", "state": "running"},
         )
-        assert await _asgi(aer, "GET", "/executions/ex-1") == (
+        assert await _asgi(aer, "GET", path="/executions/ex-1") == (
             200,
             {"execution_id": "ex-1", "state": "running"},
         )
-        assert (await _asgi(aer, "POST", "/execute", body))[0] == 409
+        assert (await _asgi(aer, "POST", path="/execute", body=body))[0] == 409
         other = json.dumps({"execution_id": "ex-2", "workspace_id": "ns.other"}).encode()
-        assert (await _asgi(aer, "POST", "/execute", other))[0] == 404
-        status, problems = await _asgi(aer, "POST", "/execute", b'{"input": 1, "resume": "maybe"}')
+        assert (await _asgi(aer, "POST", path="/execute", body=other))[0] == 404
+        status, problems = await _asgi(aer, "POST", path="/execute", body=b'{"input": 1, "resume": "maybe"}')
         assert status == 400
         assert {p["field"] for p in problems["detail"]} == {"execution_id", "resume"}
-        assert (await _asgi(aer, "POST", "/execute", b"not json"))[0] == 400
-        assert (await _asgi(aer, "POST", "/execute", b"x" * (8 * 1024 * 1024 + 1)))[0] == 413
+        assert (await _asgi(aer, "POST", path="/execute", body=b"not json"))[0] == 400
+        assert (await _asgi(aer, "POST", path="/execute", body=b"x" * (8 * 1024 * 1024 + 1)))[0] == 413
         release.set()
         await oe.callback_arrived.wait()
         for _ in range(500):  # the run leaves the table once its callback is delivered
-            if (await _asgi(aer, "GET", "/executions/ex-1"))[0] == 404:
+            if (await _asgi(aer, "GET", path="/executions/ex-1"))[0] == 404:
                 break
             await asyncio.sleep(0.01)
         else:
             pytest.fail("the finished execution is still listed as running")
-        status, listing = await _asgi(aer, "GET", "/tools")
+        status, listing = await _asgi(aer, "GET", path="/tools")
         assert status == 200
         flags = {t["name"]: (t["is_local"], t["sensitive"]) for t in listing["tools"]}
         assert flags == {
