@@ -1,17 +1,29 @@
-"""The example agent's App: one local tool, one Tool Pod tool that uses a secret, and the entrypoint."""
+"""The example agent: a model that uses tools, governed end to end by the platform.
+
+`build` is the entrypoint (a builder): the Tool Pod calls it once at start-up to learn the model registered
+with `app.llm`; the AER calls it for each execution and runs what it returns. Every model and tool call in
+`run` goes through the Orchestration Engine: policy, audit, replay, and approval for `sign_message`.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from agent_runtime.sdk import App
+from agent_runtime.llm import ChatCompletionsModel
+from agent_runtime.sdk import App, RequestContext, tool_loop
 
 app = App("echo-agent")
+
+SYSTEM_PROMPT = (
+    "You are the echo agent. Use the tools to answer: count words with word_count, fetch an echo with "
+    "echo_getEcho, and sign text with sign_message when the user asks for a signature."
+)
 
 
 @app.tool(is_local=True)
@@ -30,6 +42,17 @@ def sign_message(
 
 
 @app.entrypoint
-async def run(task: dict[str, Any]) -> dict[str, Any]:
-    """The agent's main function: the AER runs it for each execution."""
-    return {"echo": task}
+def build(ctx: RequestContext) -> Any:
+    """Register the model (endpoint, model name and key env come from the Agent) and return the run."""
+    llm = app.llm(ChatCompletionsModel.from_env(os.environ), llm_id="main")
+
+    async def run(task: Any) -> dict[str, Any]:
+        text = task.get("text") if isinstance(task, dict) else None
+        messages = [
+            {"type": "system", "content": SYSTEM_PROMPT},
+            {"type": "human", "content": text if isinstance(text, str) else json.dumps(task)},
+        ]
+        final = await tool_loop(llm, messages, tools=list(ctx.tools))
+        return {"answer": final["content"]}
+
+    return run

@@ -32,6 +32,28 @@ LLM_KEY_ENV = "LOOP_LLM_KEY"
 PLANTED = (RUNTIME_TOKEN, OTHER_TOKEN, CLIENT_TOKEN, LLM_KEY, CONNECTOR_SECRET)
 
 
+@dataclass(frozen=True)
+class Tenant:
+    """What the Agent's image holds: its code, its connector bundle and the Tool Pod's own secrets."""
+
+    entrypoint: str
+    pythonpath: Path
+    bundle: Callable[[Path, str], Path]  # (directory, provider URL) -> bundle index
+    tool_env: Mapping[str, str]
+
+
+def _loop_bundle(directory: Path, provider_url: str) -> Path:
+    return write_provider_bundle(directory, base_url=provider_url)
+
+
+LOOP_TENANT = Tenant(
+    entrypoint="loop_agent:app",
+    pythonpath=TENANT_DIR,
+    bundle=_loop_bundle,
+    tool_env={"ECHO_TOKEN": CONNECTOR_SECRET},
+)
+
+
 @dataclass
 class Platform:
     tmp: Path
@@ -39,6 +61,7 @@ class Platform:
     llm_base_url: str
     provider_url: str
     policy: dict[str, Any] = field(default_factory=dict)
+    tenant: Tenant = LOOP_TENANT
     oe_port: int = field(default_factory=free_port)
     aer_port: int = field(default_factory=free_port)
     tool_port: int = field(default_factory=free_port)
@@ -55,17 +78,17 @@ class Platform:
     def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
         token_file = self.tmp / "token"
         token_file.write_text(RUNTIME_TOKEN)
-        bundle = write_provider_bundle(self.tmp / "bundle", base_url=self.provider_url)
+        bundle = self.tenant.bundle(self.tmp / "bundle", self.provider_url)
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.tmp),
-            "PYTHONPATH": f"{TENANT_DIR}{os.pathsep}{REPO_ROOT}",
+            "PYTHONPATH": f"{self.tenant.pythonpath}{os.pathsep}{REPO_ROOT}",
             "RUNNER_MODE": mode,
             "APP_HOST": "127.0.0.1",
             "RUNTIME_PORT": str(port),
             "RUNTIME_TOKEN_FILE": str(token_file),
             "STRUCTURED_LOGGING": "true",
-            "AGENT_ENTRYPOINT": "loop_agent:app",
+            "AGENT_ENTRYPOINT": self.tenant.entrypoint,
             "AGENTIC_CONNECTOR_BUNDLE_PATH": str(bundle),
             "APP_ID": AGENT.replace("/", "."),
             "AGENTIC_LLM_BASE_URL": self.llm_base_url,
@@ -77,7 +100,7 @@ class Platform:
     def start_tool_pod(self) -> None:
         env = self._runtime_env("tool", self.tool_port)
         # Decision 9: the LLM key and the connector's credential reach the Tool Pod only.
-        env.update({LLM_KEY_ENV: LLM_KEY, "ECHO_TOKEN": CONNECTOR_SECRET, "LOOP_LEDGER": str(self.ledger)})
+        env.update({LLM_KEY_ENV: LLM_KEY, "LOOP_LEDGER": str(self.ledger), **self.tenant.tool_env})
         self.processes["tool"] = self._launch(env, port=self.tool_port)
 
     def start_aer(self) -> None:
