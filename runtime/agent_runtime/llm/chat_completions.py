@@ -1,4 +1,8 @@
-"""An OpenAI-compatible chat-completions client on httpx: the model call behind Tool Pod `/invoke_llm`.
+"""An OpenAI-compatible chat-completions client: the model call behind Tool Pod `/invoke_llm`.
+
+It sends through the connector core's aiohttp pool with httpx's error contract (`connectors/async_client.py`):
+the Tool Pod makes many model calls at once, and httpx's own async pool loses most of its throughput under
+concurrency.
 
 The API key lives only in the Tool Pod's environment (X-04), so the client holds the NAME of the variable
 and reads the value per call. No exception, log line or repr ever carries the key or a response body:
@@ -20,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from agent_runtime.connectors.async_client import AioResponse, new_session, send
 from agent_runtime.contract import LLM_API_KEY_ENV_ENV, LLM_BASE_URL_ENV, LLM_MODEL_ENV
 from agent_runtime.llm.errors import LLMError, LLMErrorCategory
 from agent_runtime.llm.messages import (
@@ -41,6 +46,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ERROR_BODY_CAP = 64 * 1024
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _DONE = "[DONE]"
+_MAX_CONNECTIONS = 256
 
 
 class ChatCompletionsModel:
@@ -79,7 +85,7 @@ class ChatCompletionsModel:
         self._timeout_s = float(timeout_s)
         self._max_response_bytes = max_response_bytes
         self._default_options = options
-        self._client: httpx.AsyncClient | None = None
+        self._client: Any = None  # an aiohttp.ClientSession, opened on first use
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -179,7 +185,7 @@ class ChatCompletionsModel:
         """Close the pooled connections; a later call opens a new client."""
         client, self._client = self._client, None
         if client is not None and self._client_loop is asyncio.get_running_loop():
-            await client.aclose()
+            await client.close()
         self._client_loop = None
 
     async def __aenter__(self) -> ChatCompletionsModel:
@@ -224,15 +230,12 @@ class ChatCompletionsModel:
             )
         return key
 
-    def _http(self) -> httpx.AsyncClient:
+    def _http(self) -> Any:
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client.is_closed or self._client_loop is not loop:
-            # A client's pooled connections belong to the loop that opened them.
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self._timeout_s),
-                follow_redirects=False,
-                trust_env=False,  # netrc or proxy variables would change where the key goes
-            )
+        if self._client is None or self._client.closed or self._client_loop is not loop:
+            # A pool's connections belong to the loop that opened them. No netrc or proxy variables:
+            # they would change where the key goes.
+            self._client = new_session(max_connections=_MAX_CONNECTIONS)
             self._client_loop = loop
         return self._client
 
@@ -243,14 +246,25 @@ class ChatCompletionsModel:
 
     async def _events(self, body: dict[str, Any], *, key: str | None, stream: bool) -> AsyncIterator[Message]:
         """`llm_chunk` events (streaming only), then the final AI message; failures as LLMError."""
-        headers = {"Accept": "text/event-stream" if stream else "application/json"}
+        headers = {
+            "Accept": "text/event-stream" if stream else "application/json",
+            "Content-Type": "application/json",
+        }
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
         started = time.monotonic()
         reading = False
         chunks = 0
         try:
-            async with self._http().stream("POST", self._url, json=body, headers=headers) as response:
+            response = await send(
+                self._http(),
+                method="POST",
+                url=self._url,
+                headers=headers,
+                content=json.dumps(body).encode(),
+                timeout_s=self._timeout_s,
+            )
+            async with contextlib.aclosing(response):
                 reading = True
                 if response.status_code != 200:
                     raise await _status_error(response, key=key, api_key_env=self._api_key_env)
@@ -318,7 +332,7 @@ def _checked_base_url(base_url: str) -> str:
     return str(url).rstrip("/")
 
 
-async def _read_capped(response: httpx.Response, cap: int) -> bytes:
+async def _read_capped(response: AioResponse, cap: int) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
         raise _bad_response(f"the response is larger than {cap} bytes")
@@ -331,7 +345,7 @@ async def _read_capped(response: httpx.Response, cap: int) -> bytes:
     return b"".join(parts)
 
 
-async def _sse_data(response: httpx.Response, cap: int) -> AsyncIterator[str]:
+async def _sse_data(response: AioResponse, cap: int) -> AsyncIterator[str]:
     """The `data` of each server-sent event, with a cap on the whole stream."""
     buffer, size, data = b"", 0, []
     async for piece in response.aiter_bytes():
@@ -390,7 +404,7 @@ def _completion(raw: bytes, *, key: str | None) -> Message:
         raise _bad_response(f"the response is not a chat completion ({exc})") from None
 
 
-async def _status_error(response: httpx.Response, *, key: str | None, api_key_env: str | None) -> LLMError:
+async def _status_error(response: AioResponse, *, key: str | None, api_key_env: str | None) -> LLMError:
     code = response.status_code
     try:
         body = json.loads(await _read_capped(response, _ERROR_BODY_CAP))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
-import httpx
+import aiohttp
 from pydantic import BaseModel, ValidationError
 
 from agent_runtime.contract import OE_URL_ENV
@@ -73,7 +73,11 @@ def oe_url_from_env(env: Mapping[str, str]) -> str:
 
 
 class OEClient:
-    """One connection pool to the OE for the AER process, authenticated with the runtime token."""
+    """One connection pool to the OE for the AER process, authenticated with the runtime token.
+
+    aiohttp's pool, not httpx's: every step of every run in this AER waits on this client, and httpx's
+    async pool loses most of its throughput under concurrency (see connectors/async_client.py).
+    """
 
     def __init__(
         self,
@@ -84,28 +88,43 @@ class OEClient:
         callback_budget_s: float = DEFAULT_CALLBACK_BUDGET_S,
         result_budget_s: float = DEFAULT_RESULT_BUDGET_S,
     ) -> None:
-        self._http = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers={"authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(call_timeout_s, connect=DEFAULT_CONNECT_TIMEOUT_S),
-            follow_redirects=False,  # a redirect would carry the bearer token somewhere else
+        self._base_url = base_url.rstrip("/")
+        self._headers = {"authorization": f"Bearer {token}", **_JSON_HEADERS}
+        self._call_timeout = aiohttp.ClientTimeout(
+            total=call_timeout_s, sock_connect=DEFAULT_CONNECT_TIMEOUT_S
         )
         self._callback_budget_s = callback_budget_s
         self._result_budget_s = result_budget_s
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _pool(self) -> aiohttp.ClientSession:
+        # A pool belongs to one event loop; a client reused under another loop (tests) gets a new one.
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=256, ttl_dns_cache=60),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,  # no proxy or netrc the platform did not configure
+                skip_auto_headers=("User-Agent",),
+            )
+            self._loop = loop
+        return self._session
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
 
     async def tool_execute(self, request: ToolExecuteRequest) -> ToolExecuteAnswer:
         """Ask the OE to approve and, unless it routes the call back, run one call. Sent exactly once."""
-        response = await self._post(OE_TOOL_EXECUTE_PATH, request)
-        if response.status_code != 200:
+        status, content = await self._post(OE_TOOL_EXECUTE_PATH, request)
+        if status != 200:
             raise PlatformFailure(
-                f"the OE answered HTTP {response.status_code} to POST {OE_TOOL_EXECUTE_PATH} "
-                f"(step {request.step})"
+                f"the OE answered HTTP {status} to POST {OE_TOOL_EXECUTE_PATH} (step {request.step})"
             )
         try:
-            return ToolExecuteAnswer.model_validate_json(response.content)
+            return ToolExecuteAnswer.model_validate_json(content)
         except ValidationError as exc:
             problems = "; ".join(f"{p['field']}: {p['problem']}" for p in validation_problems(exc)[:5])
             raise PlatformFailure(
@@ -122,16 +141,22 @@ class OEClient:
         await self._acknowledged(OE_CALLBACK_PATH, callback, budget_s=self._callback_budget_s)
 
     async def _post(
-        self, path: str, body: BaseModel, *, limits: httpx.Timeout | None = None
-    ) -> httpx.Response:
-        content = body.model_dump_json()
+        self, path: str, body: BaseModel, *, limits: aiohttp.ClientTimeout | None = None
+    ) -> tuple[int, bytes]:
         try:
-            if limits is None:
-                return await self._http.post(path, content=content, headers=_JSON_HEADERS)
-            return await self._http.post(path, content=content, headers=_JSON_HEADERS, timeout=limits)
-        except httpx.TimeoutException:
+            async with self._pool().post(
+                self._base_url + path,
+                data=body.model_dump_json().encode(),
+                headers=self._headers,
+                timeout=limits or self._call_timeout,
+                allow_redirects=False,  # a redirect would carry the bearer token somewhere else
+            ) as response:
+                return response.status, await response.read()
+        except TimeoutError:
             raise PlatformFailure(f"the OE did not answer POST {path} in time") from None
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientConnectorError:
+            raise PlatformFailure(f"POST {path} to the OE failed: cannot connect") from None
+        except aiohttp.ClientError as exc:
             # The type says what failed; the exception text may quote the URL, so it stays out.
             raise PlatformFailure(f"POST {path} to the OE failed: {type(exc).__name__}") from None
 
@@ -142,18 +167,19 @@ class OEClient:
         delay = 0.1
         while True:
             remaining = max(deadline - loop.time(), 0.1)
-            attempt_timeout = httpx.Timeout(
-                min(remaining, _ACK_ATTEMPT_TIMEOUT_S), connect=min(remaining, DEFAULT_CONNECT_TIMEOUT_S)
+            attempt_timeout = aiohttp.ClientTimeout(
+                total=min(remaining, _ACK_ATTEMPT_TIMEOUT_S),
+                sock_connect=min(remaining, DEFAULT_CONNECT_TIMEOUT_S),
             )
             try:
-                response = await self._post(path, body, limits=attempt_timeout)
+                status, _ = await self._post(path, body, limits=attempt_timeout)
             except PlatformFailure as exc:
                 failure = exc
             else:
-                if response.status_code == 200:
+                if status == 200:
                     return
-                failure = PlatformFailure(f"the OE answered HTTP {response.status_code} to POST {path}")
-                if response.status_code not in _RETRYABLE_STATUS:
+                failure = PlatformFailure(f"the OE answered HTTP {status} to POST {path}")
+                if status not in _RETRYABLE_STATUS:
                     raise failure
             if loop.time() + delay > deadline:
                 raise failure

@@ -303,7 +303,7 @@ def test_with_the_oe_down_no_tool_body_and_no_model_call_runs(app: App) -> None:
             ):
                 llm = app.llm(model)
                 with pytest.raises(
-                    PlatformFailure, match="POST /tool/execute to the OE failed: ConnectError"
+                    PlatformFailure, match="POST /tool/execute to the OE failed: cannot connect"
                 ):
                     await app.call_tool("add", {"a": 1})
                 with pytest.raises(PlatformFailure):

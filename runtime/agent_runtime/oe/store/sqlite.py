@@ -1,19 +1,22 @@
 """The embedded default store: one SQLite file in WAL mode, driven from one dedicated worker thread.
 
 Each record is kept whole as JSON text next to the few columns that are indexed or compared. Every call is
-one statement (so one implicit transaction): SQLite's writer lock makes each atomic against other threads
-and processes, and WAL with synchronous=NORMAL makes a committed write survive a SIGKILL of the process
-(an OS crash may lose the last transactions, which is not what this store promises).
+one statement, so each is atomic; calls queued while the thread was busy are committed together in one
+transaction (group commit: one WAL commit for many calls, which is where a step's time went), and no call
+returns before its transaction committed. WAL with synchronous=NORMAL makes a committed write survive a
+SIGKILL of the process (an OS crash may lose the last transactions, which is not what this store promises).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,7 +146,7 @@ class SqliteStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._executor: ThreadPoolExecutor | None = None
+        self._worker: _Worker | None = None
         self._conn: sqlite3.Connection | None = None
 
     def __repr__(self) -> str:
@@ -152,9 +155,9 @@ class SqliteStore:
     # plumbing
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._executor is None:
+        if self._worker is None:
             raise RuntimeError("SqliteStore is not open: await store.open() first")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await self._worker.submit(fn, *args)
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -188,25 +191,23 @@ class SqliteStore:
 
     async def open(self) -> None:
         """Create the parent directory, the file, tables and indexes; idempotent."""
-        if self._executor is not None:
+        if self._worker is not None:
             return
         # One thread: calls are serialized in arrival order and the connection never changes threads.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oe-sqlite")
+        self._worker = _Worker(self._db)
         try:
             await self._run(self._connect)
         except BaseException:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            self._worker.stop()
+            self._worker = None
             raise
 
     async def close(self) -> None:
-        if self._executor is None:
+        if self._worker is None:
             return
-        try:
-            await self._run(self._disconnect)
-        finally:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+        worker, self._worker = self._worker, None
+        # After every queued call: closing mid-batch would roll the batch back.
+        await asyncio.to_thread(worker.stop, final=self._disconnect)
 
     # executions
 
@@ -362,3 +363,93 @@ class SqliteStore:
     async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]:
         rows = await self._run(self._fetchall, _LIST_EVENTS, (execution_id, after_seq))
         return [EventRecord.model_validate_json(row[0]) for row in rows]
+
+
+_MAX_BATCH = 256
+_Call = tuple[Callable[..., Any], tuple[Any, ...], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class _Worker:
+    """The store's one thread: runs queued calls in order, committing each batch as one transaction."""
+
+    def __init__(self, connection: Callable[[], sqlite3.Connection]) -> None:
+        self._connection = connection
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._final: Callable[[], None] | None = None
+        self._thread = threading.Thread(target=self._serve, name="oe-sqlite", daemon=True)
+        self._thread.start()
+
+    async def submit(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._calls.put((fn, args, loop, future))
+        return await future
+
+    def stop(self, *, final: Callable[[], None] | None = None) -> None:
+        """Finish what is queued, run `final` on this thread, and end it."""
+        self._final = final
+        self._calls.put(None)
+        self._thread.join(timeout=10)
+
+    def _serve(self) -> None:
+        try:
+            self._serve_calls()
+        finally:
+            if self._final is not None:
+                self._final()
+
+    def _serve_calls(self) -> None:
+        while True:
+            first = self._calls.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < _MAX_BATCH:
+                try:
+                    more = self._calls.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._run_batch(batch)
+                    return
+                batch.append(more)
+            self._run_batch(batch)
+
+    def _run_batch(self, batch: list[_Call]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        conn = self._transaction_connection(batch)
+        for fn, args, _, _ in batch:
+            try:
+                outcomes.append((True, fn(*args)))
+            except BaseException as exc:  # one call's failure (a duplicate key) is only that call's
+                outcomes.append((False, exc))
+        if conn is not None:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                # Nothing of the batch is durable: every caller in it gets the failure.
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                outcomes = [(False, exc)] * len(batch)
+        for (_, _, loop, future), (ok, value) in zip(batch, outcomes, strict=True):
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    def _transaction_connection(self, batch: list[_Call]) -> sqlite3.Connection | None:
+        """Open one transaction around a batch of several calls; a lone call runs in autocommit."""
+        if len(batch) < 2:
+            return None
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+        except (RuntimeError, sqlite3.Error):
+            return None  # not connected yet (open) or the lock is busy: run the calls one by one
+        return conn
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
