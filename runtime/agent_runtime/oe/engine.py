@@ -18,7 +18,7 @@ from agent_runtime.oe.audit import audit_value, redact_value
 from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.lifecycle import ENTER_FROM
 from agent_runtime.oe.policy import Outcome, decide
-from agent_runtime.oe.registration import AgentRegistration
+from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_entries
 from agent_runtime.oe.replay import Replay, decide_replay, fingerprint
 from agent_runtime.oe.runtimes import Runtimes, RuntimeUnavailable
 from agent_runtime.oe.store.base import AuditRecord, ExecutionRecord, StepRecord, Store
@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 S = ExecutionState
 APPROVAL_REQUIRED = "approval_required"
+_DISCOVERY_RETRY_S = 5.0
 
 
 class NotFound(Exception):
@@ -89,6 +90,8 @@ class Orchestrator:
         self._aer_lost_after_s = aer_lost_after_s
         self._inflight: dict[tuple[str, int], asyncio.Future[ToolExecuteAnswer]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Agent -> (token digest, when, tools) learned from its AER (see `_tool_entry`).
+        self._discovered: dict[str, tuple[str, float, tuple[ToolEntry, ...]]] = {}
 
     # client API ---------------------------------------------------------------------------------------
 
@@ -208,7 +211,7 @@ class Orchestrator:
             await self.store.finish_step(record.execution_id, step_no, outcome, at=now)
             return None
         args = review.args if review.args is not None else dict(held.get("args") or {})
-        entry = reg.tool(step.tool)
+        entry = await self._tool_entry(reg, step.tool)
         if entry is not None and entry.location == "local":
             # An approved local tool runs in the AER's own call stack when the replay reaches it; its
             # `/tool/result` then replaces the held outcome.
@@ -269,7 +272,7 @@ class Orchestrator:
             )
         )
         replay = decide_replay(fp, existing)
-        entry = None if call.is_llm else caller.tool(call.tool)
+        entry = None if call.is_llm else await self._tool_entry(caller, call.tool)
         if replay.kind is Replay.DIVERGED:
             return await self._diverged(record, caller, call, recorded=replay.record)
         if replay.kind is Replay.CACHED:
@@ -349,7 +352,7 @@ class Orchestrator:
                 record, kind="tool", step=report.step, tool=step.tool, decision="conflict", status="refused"
             )
             raise Conflict("step_final", f"step {report.step} already has a final outcome")
-        entry = caller.tool(step.tool)
+        entry = await self._tool_entry(caller, step.tool)
         if entry is None or entry.location != "local":
             raise Conflict(
                 "not_a_callback_step", f"step {report.step} ({step.tool}) was not routed to the AER"
@@ -517,6 +520,32 @@ class Orchestrator:
         return True
 
     # helpers ------------------------------------------------------------------------------------------
+
+    async def _tool_entry(self, reg: AgentRegistration, name: str) -> ToolEntry | None:
+        """The tool as the registration lists it; a registration without tools defers to the AER's list.
+
+        The operator cannot see the tenant's own tools (they are in the image's code), so it publishes
+        none and the OE asks the AER's `GET /tools` (which says `is_local` and `sensitive`), once per
+        token, again when a name is missing and the last look is older than a few seconds.
+        """
+        if reg.tools:
+            return reg.tool(name)
+        digest = reg.token_digest()
+        cached = self._discovered.get(reg.agent)
+        now = self._clock()
+        stale = (
+            cached is None
+            or cached[0] != digest
+            or (all(entry.name != name for entry in cached[2]) and now - cached[1] > _DISCOVERY_RETRY_S)
+        )
+        if stale:
+            surface = await self.runtimes.list_tools(reg)
+            if surface is not None:
+                cached = (digest, now, tool_entries(surface))
+                self._discovered[reg.agent] = cached
+        if cached is None:
+            return None
+        return next((entry for entry in cached[2] if entry.name == name), None)
 
     async def _owned(self, caller: AgentRegistration, execution_id: str) -> ExecutionRecord:
         """The execution, if it belongs to the calling Agent; otherwise 404 exactly as if it did not exist."""

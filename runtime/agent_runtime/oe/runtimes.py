@@ -30,6 +30,7 @@ from agent_runtime.protocol import (
 logger = logging.getLogger(__name__)
 
 AER_EXECUTIONS_PATH = "/executions"
+AER_TOOLS_PATH = "/tools"
 
 
 class RuntimeUnavailable(Exception):
@@ -96,6 +97,20 @@ class Runtimes:
                 return None
         except (aiohttp.ClientError, TimeoutError):
             return None
+
+    async def list_tools(self, reg: AgentRegistration) -> list[dict[str, Any]] | None:
+        """The AER's `GET /tools` (with `is_local` and `sensitive`), or None when it cannot be read."""
+        url = reg.aer_url + AER_TOOLS_PATH
+        try:
+            async with self._pool().get(url, headers=self._headers(reg), timeout=self._short) as response:
+                if response.status != 200:
+                    logger.warning("the AER of %s answered HTTP %d to GET /tools", reg.agent, response.status)
+                    return None
+                tools = json.loads(await response.read()).get("tools")
+        except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as exc:
+            logger.warning("the AER of %s did not list its tools (%s)", reg.agent, type(exc).__name__)
+            return None
+        return tools if isinstance(tools, list) else None
 
     async def execute_tool(
         self, reg: AgentRegistration, *, tool: str, arguments: dict[str, Any], execution_id: str, step: int

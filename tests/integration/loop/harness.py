@@ -62,6 +62,7 @@ class Platform:
     provider_url: str
     policy: dict[str, Any] = field(default_factory=dict)
     tenant: Tenant = LOOP_TENANT
+    publish_tools: bool = True  # False: like the operator, which cannot see the tenant's own tools
     oe_port: int = field(default_factory=free_port)
     aer_port: int = field(default_factory=free_port)
     tool_port: int = field(default_factory=free_port)
@@ -114,7 +115,7 @@ class Platform:
         ).json()["tools"]
         regs = self.tmp / "registrations"
         regs.mkdir(exist_ok=True)
-        entries = [entry.model_dump() for entry in tool_entries(surface)]
+        entries = [entry.model_dump() for entry in tool_entries(surface)] if self.publish_tools else []
         for agent, token in ((AGENT, RUNTIME_TOKEN), ("team-b/other", OTHER_TOKEN)):
             document = {
                 "agent": agent,

@@ -6,9 +6,12 @@ import concurrent.futures
 import json
 import signal
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
+from tests.conftest import Process
 from tests.integration.loop.harness import (
     AGENT,
     CLIENT_TOKEN,
@@ -309,3 +312,33 @@ def test_no_secret_reaches_audit_events_answers_or_logs(platform: Platform, llm_
     text = "\n".join(seen)
     for secret in PLANTED:
         assert secret not in text, f"a planted secret leaked ({secret[:6]}...)"
+
+
+def test_a_registration_without_tools_learns_them_from_the_aer(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
+) -> None:
+    platform = Platform(
+        tmp=tmp_path,
+        spawn=spawn,
+        llm_base_url=llm_peer.base_url,
+        provider_url=provider_url,
+        publish_tools=False,
+    ).start()
+    view = platform.wait(
+        platform.invoke(
+            calls(
+                ("word_count", {"text": "a b c"}),
+                ("shout", {"text": "x"}),
+                ("no_such_tool", {}),
+                ("transfer", {"amount": 1, "to": "z"}),
+            )
+        )
+    )
+    assert view["status"] == "suspended", view  # transfer is sensitive, as the AER's /tools says
+    records = tool_records(platform, view["execution_id"])
+    assert [(r["tool"], r["decision"], r["route"]) for r in records] == [
+        ("word_count", "allow", "callback"),
+        ("shout", "allow", "tool_pod"),
+        ("no_such_tool", "deny", "none"),
+        ("transfer", "approval", "none"),
+    ]
