@@ -15,11 +15,11 @@ API permissions the operator needs (the Helm chart's ClusterRole, or a Role per 
 | agentengine.io    | agents/finalizers                           | update (blockOwnerDeletion on children) |
 | "" (core)         | configmaps                                  | get, list, watch, create, patch, delete |
 | "" (core)         | secrets                                     | get, list, watch, create, patch         |
-| "" (core)         | serviceaccounts, services                   | get, list, create, patch                |
+| "" (core)         | serviceaccounts, services                   | get, list, create, patch, delete        |
 | "" (core)         | events                                      | create                                  |
-| apps              | deployments                                 | get, list, watch, create, patch         |
+| apps              | deployments                                 | get, list, watch, create, patch, delete |
 | apps              | replicasets                                 | list                                    |
-| networking.k8s.io | networkpolicies                             | get, list, create, patch                |
+| networking.k8s.io | networkpolicies                             | get, list, create, patch, delete        |
 | kopf.dev          | clusterkopfpeerings (cluster-wide) or       | get, list, watch, patch                 |
 |                   | kopfpeerings (namespaced), only with        |                                         |
 |                   | AGENT_OPERATOR_PEERING set                  |                                         |

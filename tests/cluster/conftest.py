@@ -2,6 +2,7 @@
 
 cluster            the session's ControlPlane (kubeconfig, server, bin_dir, env(), api_client(), ...)
 cluster_namespace  a fresh namespace for one test, deleted afterwards
+crds, api, start_operator  the operator under test (tests/cluster/operator_harness.py)
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, wait_until
+
+# The operator's fixtures (crds, api, start_operator) live with their helpers.
+from tests.cluster.operator_harness import api, crds, start_operator  # noqa: F401
 
 _HERE = Path(__file__).resolve().parent
 _build_error: ControlPlaneError | None = None
@@ -51,8 +55,8 @@ def cluster_namespace(cluster: ControlPlane) -> Iterator[str]:
     from kubernetes import client
 
     name = f"t-{uuid.uuid4().hex[:10]}"
-    with cluster.api_client() as api:
-        core = client.CoreV1Api(api)
+    with cluster.api_client() as admin:
+        core = client.CoreV1Api(admin)
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
         # Pods are refused until the ServiceAccount controller made the namespace's `default` account.
         wait_until(
@@ -63,5 +67,5 @@ def cluster_namespace(cluster: ControlPlane) -> Iterator[str]:
             interval=0.05,
         )
     yield name
-    with cluster.api_client() as api:
-        client.CoreV1Api(api).delete_namespace(name)
+    with cluster.api_client() as admin:
+        client.CoreV1Api(admin).delete_namespace(name)

@@ -1,6 +1,7 @@
 """The operator against the real control plane: rollout, catalog update, zero-write resync, bad input, delete.
 
-The operator runs as a process (`python -m agent_operator`), limited to the test's namespace. Writes are
+The operator runs as a process (`python -m agent_operator`), limited to the test's namespace, with the Helm
+chart's own ServiceAccount and RBAC (tests/cluster/operator_harness.py). Writes are
 counted twice: by the operator itself (one `api write` log line per write request) and by the API server
 (`apiserver_request_total` for the resources the operator manages).
 """
@@ -9,299 +10,29 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
-import pytest
-import yaml
 
 from tests.cluster.controlplane import ControlPlane
+from tests.cluster.operator_harness import (
+    MANAGED,
+    Api,
+    RunningOperator,
+    apply_all,
+    manifests,
+    mounted_bundles,
+    openapi_text,
+    ready,
+    terminating_namespaces,
+    wait_for,
+)
 from tests.cluster.test_operator_contract import OPENAPI as CONTRACT_OPENAPI
 from tests.cluster.test_operator_contract import run_rendered_container
-from tests.conftest import REPO_ROOT, Process, free_port, wait_for_port
+from tests.conftest import REPO_ROOT, Process
 from tests.providers.echo_provider import running_echo_provider
-
-GROUP, VERSION = "agentengine.io", "v1alpha1"
-CRDS = [
-    REPO_ROOT / "crds" / "agentengine.io_agents.yaml",
-    REPO_ROOT / "crds" / "agentengine.io_connectors.yaml",
-]
-MANAGED = {
-    "agents",
-    "connectors",
-    "configmaps",
-    "secrets",
-    "services",
-    "serviceaccounts",
-    "networkpolicies",
-    "deployments",
-}
-
-OPENAPI = {
-    "openapi": "3.0.3",
-    "info": {"title": "Petstore", "version": "1"},
-    "paths": {
-        "/pets": {
-            "get": {
-                "operationId": "listPets",
-                "summary": "List pets",
-                "responses": {"200": {"description": "ok"}},
-            }
-        },
-        "/pets/{id}": {
-            "get": {
-                "operationId": "getPet",
-                "summary": "Get a pet",
-                "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {"200": {"description": "ok"}},
-            }
-        },
-    },
-}
-
-
-def openapi_text(**info: str) -> str:
-    doc = json.loads(json.dumps(OPENAPI))
-    doc["info"].update(info)
-    return json.dumps(doc)
-
-
-def wait_for(what: str, check: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-
-
-@dataclass
-class Api:
-    """Admin reads and writes for the assertions (the operator has its own client)."""
-
-    cluster: ControlPlane
-    namespace: str
-    http: httpx.Client
-
-    @classmethod
-    def connect(cls, cluster: ControlPlane, namespace: str) -> Api:
-        config = yaml.safe_load(cluster.kubeconfig.read_text())
-        user = config["users"][0]["user"]
-        cluster_cfg = config["clusters"][0]["cluster"]
-        tmp = cluster.work_dir / f"operator-test-{namespace}"
-        tmp.mkdir(exist_ok=True)
-        paths = {}
-        for key, field in (
-            ("ca", "certificate-authority-data"),
-            ("cert", "client-certificate-data"),
-            ("key", "client-key-data"),
-        ):
-            src = cluster_cfg if key == "ca" else user
-            path = tmp / key
-            path.write_bytes(base64.b64decode(src[field]))
-            paths[key] = str(path)
-        tls = ssl.create_default_context(cafile=paths["ca"])
-        tls.load_cert_chain(paths["cert"], paths["key"])
-        http = httpx.Client(base_url=cluster.server, verify=tls, timeout=30)
-        return cls(cluster=cluster, namespace=namespace, http=http)
-
-    def path(self, kind: str, name: str = "", *, sub: str = "") -> str:
-        group = {
-            "agents": f"/apis/{GROUP}/{VERSION}",
-            "connectors": f"/apis/{GROUP}/{VERSION}",
-            "deployments": "/apis/apps/v1",
-            "replicasets": "/apis/apps/v1",
-            "networkpolicies": "/apis/networking.k8s.io/v1",
-        }.get(kind, "/api/v1")
-        out = f"{group}/namespaces/{self.namespace}/{kind}"
-        return out + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
-
-    def get(self, kind: str, name: str) -> dict[str, Any] | None:
-        response = self.http.get(self.path(kind, name))
-        if response.status_code == 404:
-            return None
-        response.raise_for_status()
-        return response.json()
-
-    def list(self, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
-        response = self.http.get(self.path(kind), params={"labelSelector": selector} if selector else None)
-        response.raise_for_status()
-        return response.json()["items"]
-
-    def apply(self, manifest: dict[str, Any]) -> httpx.Response:
-        kind = manifest["kind"].lower() + "s"
-        return self.http.patch(
-            self.path(kind, manifest["metadata"]["name"]),
-            params={"fieldManager": "test", "force": "true"},
-            content=json.dumps(manifest),
-            headers={"Content-Type": "application/apply-patch+yaml"},
-        )
-
-    def must_apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        response = self.apply(manifest)
-        assert response.is_success, response.text
-        return response.json()
-
-    def delete(self, kind: str, name: str) -> None:
-        self.http.delete(self.path(kind, name), params={"propagationPolicy": "Background"})
-
-    def condition(self, agent: str, kind: str = "Ready") -> dict[str, Any]:
-        body = self.get("agents", agent) or {}
-        return next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in self.list("events") if e["involvedObject"]["name"] == name]
-
-    def server_writes(self) -> int:
-        """Write requests the API server has served for the resources the operator manages (all clients)."""
-        total = 0
-        for line in self.http.get("/metrics").text.splitlines():
-            if not line.startswith("apiserver_request_total{"):
-                continue
-            labels = dict(
-                part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
-            )
-            labels = {k: v.strip('"') for k, v in labels.items()}
-            if (
-                labels.get("verb") in {"POST", "PUT", "PATCH", "APPLY", "DELETE", "CREATE", "UPDATE"}
-                and labels.get("resource") in MANAGED
-                and labels.get("subresource", "") in ("", "status")
-                and not (labels.get("resource") == "deployments" and labels.get("subresource") == "status")
-            ):
-                total += int(float(line.rsplit(" ", 1)[1]))
-        return total
-
-
-def manifests(namespace: str, *, catalog: str | None = None) -> dict[str, dict[str, Any]]:
-    return {
-        "catalog": {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "petstore-openapi", "namespace": namespace},
-            "data": {"openapi.json": catalog or openapi_text()},
-        },
-        "creds": {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "petstore-creds", "namespace": namespace},
-            "stringData": {"token": "provider-token-value"},
-        },
-        "llm": {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "llm-keys", "namespace": namespace},
-            "stringData": {"openai": "llm-key-value"},
-        },
-        "connector": {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Connector",
-            "metadata": {"name": "petstore", "namespace": namespace},
-            "spec": {
-                "source": {"baseUrl": "https://petstore.example.com/v1"},
-                "catalog": {"configMapKeyRef": {"name": "petstore-openapi", "key": "openapi.json"}},
-                "expose": {"allow": ["listPets", "getPet"]},
-                "auth": {
-                    "type": "bearer",
-                    "env": "PETSTORE_TOKEN",
-                    "secretKeyRef": {"name": "petstore-creds", "key": "token"},
-                },
-            },
-        },
-        "agent": {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Agent",
-            "metadata": {"name": "bot", "namespace": namespace},
-            "spec": {
-                "image": "registry.example.com/team/bot:1.0.0",
-                "entrypoint": "bot.app:app",
-                "connectors": ["petstore"],
-                "llm": {
-                    "credentials": [
-                        {"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm-keys", "key": "openai"}}
-                    ]
-                },
-            },
-        },
-    }
-
-
-@dataclass
-class RunningOperator:
-    process: Process
-    liveness: str
-
-    def writes(self) -> int:
-        return sum(1 for line in self.process.output().splitlines() if '"api write"' in line)
-
-
-@pytest.fixture(scope="module")
-def crds(cluster: ControlPlane) -> None:
-    for crd in CRDS:
-        cluster.kubectl("apply", "--server-side", "-f", str(crd))
-    for crd in ("agents", "connectors"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}.{GROUP}", "--timeout=60s")
-
-
-@pytest.fixture
-def api(cluster: ControlPlane, cluster_namespace: str, crds: None) -> Iterator[Api]:
-    client = Api.connect(cluster, cluster_namespace)
-    yield client
-    client.http.close()
-
-
-@pytest.fixture
-def start_operator(
-    cluster: ControlPlane, cluster_namespace: str, spawn: Callable[..., Process]
-) -> Callable[..., RunningOperator]:
-    def start(*, resync_seconds: float = 0, extra_env: dict[str, str] | None = None) -> RunningOperator:
-        port = free_port()
-        env = cluster.env()
-        env.update(
-            {
-                "AGENT_OPERATOR_NAMESPACES": cluster_namespace,
-                "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{port}/healthz",
-                "AGENT_OPERATOR_RESYNC_SECONDS": str(resync_seconds),
-                "PYTHONPATH": str(REPO_ROOT),
-                **(extra_env or {}),
-            }
-        )
-        proc = spawn([sys.executable, "-m", "agent_operator"], env=env, name="operator")
-        wait_for_port("127.0.0.1", port, timeout=30, proc=proc.popen)
-        return RunningOperator(process=proc, liveness=f"http://127.0.0.1:{port}/healthz")
-
-    return start
-
-
-def _apply_all(api: Api, objs: dict[str, dict[str, Any]]) -> None:
-    for key in ("catalog", "creds", "llm", "connector", "agent"):
-        api.must_apply(objs[key])
-
-
-def _ready(api: Api, agent: str = "bot") -> dict[str, Any]:
-    return wait_for(
-        f"Agent {agent} Ready",
-        lambda: api.condition(agent).get("status") == "True" and api.get("agents", agent),
-    )
-
-
-def _terminating_namespaces(api: Api) -> list[str]:
-    items = api.http.get("/api/v1/namespaces").json()["items"]
-    return [ns["metadata"]["name"] for ns in items if ns.get("status", {}).get("phase") == "Terminating"]
-
-
-def _mounted_bundles(api: Api, deployment: str) -> list[str]:
-    body = api.get("deployments", deployment) or {}
-    volumes = body["spec"]["template"]["spec"]["volumes"]
-    bundle = next(v for v in volumes if v["name"] == "bundle")
-    return [s["configMap"]["name"] for s in bundle["projected"]["sources"]]
 
 
 def test_rollout_update_noop_resync_and_delete(
@@ -309,8 +40,8 @@ def test_rollout_update_noop_resync_and_delete(
 ) -> None:
     operator = start_operator()
     objs = manifests(api.namespace)
-    _apply_all(api, objs)
-    agent = _ready(api)
+    apply_all(api, objs)
+    agent = ready(api)
 
     # Every child object is there, owned by the Agent.
     bundle = agent["status"]["bundle"]
@@ -346,9 +77,9 @@ def test_rollout_update_noop_resync_and_delete(
         "a new bundle",
         lambda: (api.get("agents", "bot") or {})["status"]["bundle"]["configMaps"] != [old_bundle],
     )
-    agent = _ready(api)
+    agent = ready(api)
     new_bundle = agent["status"]["bundle"]["configMaps"][0]
-    assert _mounted_bundles(api, "bot-aer") == [new_bundle] == _mounted_bundles(api, "bot-tool")
+    assert mounted_bundles(api, "bot-aer") == [new_bundle] == mounted_bundles(api, "bot-tool")
     new_rs = {rs["metadata"]["name"] for rs in api.list("replicasets", "agentengine.io/agent=bot")}
     assert len(new_rs - old_rs) == 2  # one new ReplicaSet per Deployment: a rolling update
     wait_for("the superseded bundle deleted", lambda: api.get("configmaps", old_bundle) is None)
@@ -362,7 +93,7 @@ def test_rollout_update_noop_resync_and_delete(
     }
     # The write counter is cluster-wide: let earlier tests' namespace deletions (the namespace controller's
     # DELETEs) finish first, so only this test's clients can move it.
-    wait_for("no namespace terminating", lambda: not _terminating_namespaces(api), timeout=120)
+    wait_for("no namespace terminating", lambda: not terminating_namespaces(api), timeout=120)
     server_before = api.server_writes()
     operator.process.stop()
     restarted = start_operator()
@@ -418,8 +149,8 @@ def test_bad_input_gives_condition_and_event_and_keeps_the_last_good_bundle(
 ) -> None:
     start_operator()
     good = manifests(api.namespace)
-    _apply_all(api, good)
-    good_bundle = _ready(api)["status"]["bundle"]["configMaps"]
+    apply_all(api, good)
+    good_bundle = ready(api)["status"]["bundle"]["configMaps"]
     for reason, key, breaks in BAD_INPUTS:
         bad = manifests(api.namespace)
         breaks(bad)
@@ -432,10 +163,10 @@ def test_bad_input_gives_condition_and_event_and_keeps_the_last_good_bundle(
         wait_for(
             f"an Event {reason}", lambda reason=reason: any(e["reason"] == reason for e in api.events("bot"))
         )
-        assert _mounted_bundles(api, "bot-aer") == good_bundle == _mounted_bundles(api, "bot-tool")
+        assert mounted_bundles(api, "bot-aer") == good_bundle == mounted_bundles(api, "bot-tool")
         assert all(api.get("configmaps", name) for name in good_bundle)
         api.must_apply(good[key])
-        _ready(api)
+        ready(api)
         assert (api.get("agents", "bot") or {})["status"]["bundle"]["configMaps"] == good_bundle
 
 
@@ -455,8 +186,8 @@ def test_a_referenced_secret_change_rolls_only_the_pods_that_use_it(
 ) -> None:
     start_operator()
     objs = manifests(api.namespace)
-    _apply_all(api, objs)
-    _ready(api)
+    apply_all(api, objs)
+    ready(api)
 
     def checksum(name: str) -> str:
         body = api.get("deployments", name) or {}
@@ -467,15 +198,15 @@ def test_a_referenced_secret_change_rolls_only_the_pods_that_use_it(
     api.must_apply(objs["llm"])
     wait_for("the AER rolled", lambda: checksum("bot-aer") != aer)
     assert checksum("bot-tool") == tool
-    _ready(api)
+    ready(api)
 
 
 def test_periodic_resync_writes_nothing_and_recreates_a_deleted_child(
     api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
     operator = start_operator(resync_seconds=1)
-    _apply_all(api, manifests(api.namespace))
-    _ready(api)
+    apply_all(api, manifests(api.namespace))
+    ready(api)
     time.sleep(2)
     writes = operator.writes()
     resyncs = operator.process.output().count('"agent reconciled"')
@@ -502,19 +233,22 @@ def test_two_replicas_with_peering_only_one_acts(
         headers={"Content-Type": "application/apply-patch+yaml"},
     )
     assert response.is_success, response.text
+    replicas = {"operator.replicas": "2"}  # the chart's Role then allows the peering objects
     low = start_operator(
         resync_seconds=1,
         extra_env={"AGENT_OPERATOR_PEERING": "agent-engine", "AGENT_OPERATOR_PRIORITY": "10"},
+        chart_values=replicas,
     )
     high = start_operator(
         resync_seconds=1,
         extra_env={"AGENT_OPERATOR_PEERING": "agent-engine", "AGENT_OPERATOR_PRIORITY": "20"},
+        chart_values=replicas,
     )
     wait_for(
         "the low-priority replica to pause", lambda: "Pausing operations" in low.process.output(), timeout=30
     )
-    _apply_all(api, manifests(api.namespace))
-    _ready(api)
+    apply_all(api, manifests(api.namespace))
+    ready(api)
     time.sleep(3)  # several resync rounds
     assert high.writes() > 0
     assert low.writes() == 0, low.process.output()[-3000:]
@@ -538,8 +272,8 @@ def test_memory_component_gets_only_the_database_secret(
         }
     }
     api.must_apply(objs["db"])
-    _apply_all(api, objs)
-    agent = _ready(api)
+    apply_all(api, objs)
+    agent = ready(api)
     assert {c["type"]: c["reason"] for c in agent["status"]["conditions"]}["MemoryReady"] == "Available"
 
     def env_names(name: str) -> set[str]:
@@ -559,7 +293,7 @@ def test_memory_component_gets_only_the_database_secret(
     wait_for("MemoryReady Disabled", lambda: api.condition("bot", "MemoryReady").get("reason") == "Disabled")
     for kind in ("deployments", "services", "serviceaccounts", "networkpolicies"):
         wait_for(f"{kind}/bot-memory deleted", lambda kind=kind: api.get(kind, "bot-memory") is None)
-    _ready(api)
+    ready(api)
     assert (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"] == aer_version
     aer_env = env_names("bot-aer")
     assert "AGENTIC_MEMORY_URL" not in aer_env  # the AER rolled without the Memory URL
@@ -591,8 +325,8 @@ def test_operator_rendered_pods_run_locally_and_serve_a_tool_call(
                 "stringData": {"sign": "signing-key-value"},
             }
         )
-        _apply_all(api, objs)
-        agent = _ready(api)
+        apply_all(api, objs)
+        agent = ready(api)
 
         config_maps = {
             name: (api.get("configmaps", name) or {})["data"]
@@ -636,10 +370,10 @@ def test_a_bundle_over_one_configmap_is_split_and_mounted_whole(
     api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
     start_operator(extra_env={"AGENT_OPERATOR_CONFIGMAP_BUDGET_BYTES": "1300"})
-    _apply_all(api, manifests(api.namespace))
-    agent = _ready(api)
+    apply_all(api, manifests(api.namespace))
+    agent = ready(api)
     names = agent["status"]["bundle"]["configMaps"]
     assert len(names) >= 2
-    assert _mounted_bundles(api, "bot-aer") == names == _mounted_bundles(api, "bot-tool")
+    assert mounted_bundles(api, "bot-aer") == names == mounted_bundles(api, "bot-tool")
     keys = [key for name in names for key in (api.get("configmaps", name) or {})["data"]]
     assert "index.yaml" in keys and len(keys) == len(set(keys))
