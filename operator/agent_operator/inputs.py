@@ -46,11 +46,12 @@ class References:
 def component_secret_refs(
     agent: Agent, connectors: Mapping[str, Connector | None]
 ) -> dict[str, list[tuple[str, SecretKeyRef]]]:
-    """(env name, Secret key) per component, routed by the trust table: LLM keys to the AER only,
-    connector credentials to the Tool Pod only, database credentials to Memory only."""
+    """(env name, Secret key) per component, routed by the trust table: LLM keys and connector
+    credentials to the Tool Pod only (model calls run there, Decision 9), database credentials to Memory
+    only; the AER gets only what its own secretEnv names."""
     spec = agent.spec
-    aer = [(c.name, c.secret_key_ref) for c in (*spec.llm.credentials, *spec.components.aer.secret_env)]
-    tool: list[tuple[str, SecretKeyRef]] = []
+    aer = [(c.name, c.secret_key_ref) for c in spec.components.aer.secret_env]
+    tool: list[tuple[str, SecretKeyRef]] = [(c.name, c.secret_key_ref) for c in spec.llm.credentials]
     for name in spec.connectors:
         connector = connectors.get(name)
         auth = connector.spec.auth if connector else None

@@ -12,6 +12,8 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from agent_runtime.oe.policy import ToolPolicy
+
 GROUP = "agentengine.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -95,7 +97,17 @@ class ConnectorSpec(Spec):
 
 
 class LlmSpec(Spec):
+    """The model endpoint the Agent's `app.llm` models use; its credentials reach the Tool Pod only."""
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None  # which credential holds the API key (default: the first one)
     credentials: tuple[SecretEnv, ...] = ()
+
+    def key_env(self) -> str | None:
+        if self.api_key_env:
+            return self.api_key_env
+        return self.credentials[0].name if self.credentials else None
 
 
 class ComponentSpec(Spec):
@@ -129,6 +141,7 @@ class AgentSpec(Spec):
     entrypoint: str
     connectors: tuple[str, ...] = ()
     llm: LlmSpec = Field(default_factory=LlmSpec)
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
     components: Components = Field(default_factory=Components)
 
 

@@ -215,6 +215,7 @@ def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> lis
     if component == "aer":
         env.append({"name": OE_URL_ENV, "value": settings.oe_url})
         env.append({"name": contract.REQUIRE_PROJECT_SCOPED_DB_ENV, "value": "true"})
+    env += _llm_env(agent, component)
     if component in ("aer", "tool") and agent.spec.components.memory.enabled:
         port = contract.PORTS[contract.RunnerMode.MEMORY]
         env.append(
@@ -227,6 +228,23 @@ def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> lis
             env.append({"name": "MEMORY_SQLITE_PATH", "value": f"{MEMORY_DATA_DIR}/memory.db"})
         if store.database:
             env.append({"name": "MEMORY_MONGODB_DATABASE", "value": store.database})
+    return env
+
+
+def _llm_env(agent: Agent, component: str) -> list[dict[str, Any]]:
+    """Where the model is: both runtimes build the model object, only the Tool Pod holds its key."""
+    llm = agent.spec.llm
+    env: list[dict[str, Any]] = []
+    if component not in ("aer", "tool") or not llm.base_url:
+        return env
+    env.append({"name": contract.LLM_BASE_URL_ENV, "value": llm.base_url})
+    if llm.model:
+        env.append({"name": contract.LLM_MODEL_ENV, "value": llm.model})
+    if (key_env := llm.key_env()) is not None:
+        env.append({"name": contract.LLM_API_KEY_ENV_ENV, "value": key_env})
+    if component == "tool" and llm.credentials:
+        names = ",".join(c.name for c in llm.credentials)
+        env.append({"name": contract.LLM_CREDENTIAL_NAMES_ENV, "value": names})
     return env
 
 
@@ -377,6 +395,12 @@ def _network_policy(agent: Agent, suffix: str, component: str | None, spec: dict
     }
 
 
+def _to_llm(agent: Agent) -> list[dict[str, Any]]:
+    """The Tool Pod's egress to the model endpoint's port (443 when the Agent names no endpoint)."""
+    base_url = agent.spec.llm.base_url
+    return [{"to": _ANYWHERE, "ports": _tcp(*(provider_ports([base_url]) if base_url else [443]))}]
+
+
 def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
@@ -421,15 +445,18 @@ def _network_policies(
             agent,
             "aer",
             ingress_from=[_oe_peer(settings)],
+            # No route to the LLM API: model calls run in the Tool Pod (Decision 9).
             egress=[
                 {"to": [_oe_peer(settings)], "ports": _tcp(contract.PORTS[contract.RunnerMode.OE])},
-                {"to": _ANYWHERE, "ports": _tcp(443)},  # the LLM API
                 *to_memory,
                 _DNS,
             ],
         ),
         _component_policy(
-            agent, "tool", ingress_from=[_oe_peer(settings)], egress=[*to_providers, *to_memory, _DNS]
+            agent,
+            "tool",
+            ingress_from=[_oe_peer(settings)],
+            egress=[*to_providers, *_to_llm(agent), *to_memory, _DNS],
         ),
     ]
     if memory:

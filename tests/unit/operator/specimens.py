@@ -68,7 +68,11 @@ def agent_body(name: str = "support-bot", **spec: Any) -> dict[str, Any]:
         "entrypoint": "support_bot.app:agent",
         "connectors": ["petstore"],
         "llm": {
-            "credentials": [{"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm-keys", "key": "openai"}}]
+            "baseUrl": "https://llm.example.com:8443/v1",
+            "model": "support-model",
+            "credentials": [
+                {"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm-keys", "key": "openai"}}
+            ],
         },
     }
     base.update(spec)

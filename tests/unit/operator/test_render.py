@@ -80,7 +80,8 @@ def test_same_inputs_render_identical_objects() -> None:
 def test_secrets_reach_only_the_component_the_trust_table_names() -> None:
     deployments = _by_kind(_plan(**_memory_inputs_kwargs()), "Deployment")
     aer, tool, memory = (_env(deployments[f"support-bot-{c}"]) for c in ("aer", "tool", "memory"))
-    assert "OPENAI_API_KEY" in aer and "OPENAI_API_KEY" not in tool and "OPENAI_API_KEY" not in memory
+    # Decision 9: model calls run in the Tool Pod, so the LLM key goes there and never to the AER.
+    assert "OPENAI_API_KEY" in tool and "OPENAI_API_KEY" not in aer and "OPENAI_API_KEY" not in memory
     assert "PETSTORE_TOKEN" in tool and "PETSTORE_TOKEN" not in aer and "PETSTORE_TOKEN" not in memory
     assert (
         "MEMORY_MONGODB_URI" in memory
@@ -161,8 +162,27 @@ def test_a_secret_change_rolls_only_the_components_that_read_it() -> None:
     def checksum(objs: dict[str, Any], name: str) -> str:
         return objs[name]["spec"]["template"]["metadata"]["annotations"][SECRETS_CHECKSUM]
 
-    assert checksum(before, "support-bot-aer") != checksum(after, "support-bot-aer")
-    assert checksum(before, "support-bot-tool") == checksum(after, "support-bot-tool")
+    assert checksum(before, "support-bot-tool") != checksum(after, "support-bot-tool")
+    assert checksum(before, "support-bot-aer") == checksum(after, "support-bot-aer")
+
+
+def test_both_runtimes_know_the_model_endpoint_and_only_the_tool_pod_its_key() -> None:
+    deployments = _by_kind(_plan(), "Deployment")
+    aer, tool = _env(deployments["support-bot-aer"]), _env(deployments["support-bot-tool"])
+    for env in (aer, tool):
+        assert env[contract.LLM_BASE_URL_ENV] == "https://llm.example.com:8443/v1"
+        assert env[contract.LLM_MODEL_ENV] == "support-model"
+        assert env[contract.LLM_API_KEY_ENV_ENV] == "OPENAI_API_KEY"
+    assert tool[contract.LLM_CREDENTIAL_NAMES_ENV] == "OPENAI_API_KEY"
+    assert contract.LLM_CREDENTIAL_NAMES_ENV not in aer
+    policies = _by_kind(_plan(), "NetworkPolicy")
+    aer_ports = {
+        p["port"] for rule in policies["support-bot-aer"]["spec"]["egress"] for p in rule.get("ports", [])
+    }
+    tool_ports = {
+        p["port"] for rule in policies["support-bot-tool"]["spec"]["egress"] for p in rule.get("ports", [])
+    }
+    assert 8443 in tool_ports and 8443 not in aer_ports and 443 not in aer_ports
 
 
 def test_network_policies_implement_the_trust_table() -> None:
