@@ -11,6 +11,7 @@ visible: failures raise the httpx exception httpx itself would raise, and error 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -26,12 +27,16 @@ except ImportError:  # pragma: no cover - exercised only in an install without t
 _CHUNK = 65536
 
 
-def new_session(*, max_connections: int) -> Any:
-    """One pool per event loop. No cookies, no environment-derived behaviour (netrc, proxies)."""
+def new_session(*, max_connections: int, ssl_context: ssl.SSLContext | None = None) -> Any:
+    """One pool per event loop. No cookies, no environment-derived behaviour (netrc, proxies).
+
+    The executor passes its connector's `ssl_context`: aiohttp's default (None here) would also trust
+    whatever SSL_CERT_FILE names.
+    """
     if aiohttp is None:  # pragma: no cover
         raise RuntimeError("aexecute needs aiohttp; install agent-engine[runtime]")
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=60),
+        connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=60, ssl=ssl_context or True),
         cookie_jar=aiohttp.DummyCookieJar(),  # never carry one caller's cookies into another's call
         trust_env=False,  # netrc could attach a credential nobody configured; the sync client matches
         skip_auto_headers=("User-Agent",),

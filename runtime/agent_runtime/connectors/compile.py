@@ -12,6 +12,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_runtime.connectors.definitions import (
+    FORM_MEDIA,
+    JSON_LIKE_MEDIA,
+    JSON_MEDIA,
     AuthSpec,
     BodySpec,
     ParamSpec,
@@ -30,9 +33,11 @@ from agent_runtime.connectors.naming import assign_names, check_connector_name, 
 from agent_runtime.connectors.schema import SchemaTranslator, plain_description, trim_text
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
-JSON_MEDIA = "application/json"
-FORM_MEDIA = "application/x-www-form-urlencoded"
-_JSON_LIKE = re.compile(r"^application/([\w.-]+\+)?json\b")
+# Media ranges that accept anything: the body is sent as JSON (Kubernetes declares create/replace so).
+_WILDCARD_MEDIA = frozenset(("*/*", "application/*"))
+# Among several JSON patch types, the one whose semantics fit the body's shape.
+_OBJECT_PATCH_MEDIA = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+_ARRAY_PATCH_MEDIA = ("application/json-patch+json",)
 _IGNORED_HEADERS = frozenset(("accept", "content-type", "authorization"))  # OpenAPI: these params are ignored
 _WRAP_NAMES = ("body", "request_body", "body_")
 _TEMPLATE_VARIABLE = re.compile(r"\{([^{}/]+)\}")
@@ -204,8 +209,26 @@ def _presentation(scheme_name: str, scheme: Mapping[str, Any]) -> AuthSpec | Non
         name = scheme.get("name")
         if location in ("header", "query", "cookie", "path") and isinstance(name, str) and name:
             kind_name = "path" if location == "path" else "api_key"
-            return AuthSpec(type=kind_name, location=location, name=name, scheme_name=scheme_name)
+            return AuthSpec(
+                type=kind_name,
+                location=location,
+                name=name,
+                prefix=_bearer_prefix(scheme_name, scheme, location=location, name=name),
+                scheme_name=scheme_name,
+            )
     return None
+
+
+def _bearer_prefix(scheme_name: str, scheme: Mapping[str, Any], *, location: str, name: str) -> str | None:
+    """ "Bearer " for an apiKey scheme on the Authorization header that says it is a bearer token.
+
+    Kubernetes declares its tokens so (`BearerToken`: apiKey, header `authorization`); sent bare they get
+    a 401. Any other apiKey on Authorization is sent as is: tool.yaml's `auth.prefix` says otherwise.
+    """
+    if location != "header" or name.lower() != "authorization":
+        return None
+    description = scheme.get("description") if isinstance(scheme.get("description"), str) else ""
+    return "Bearer " if "bearer" in f"{scheme_name} {description}".lower() else None
 
 
 def _default_auth(security: Any, options: list[AuthSpec], by_name: dict[str, AuthSpec]) -> AuthSpec | None:
@@ -219,15 +242,17 @@ def _default_auth(security: Any, options: list[AuthSpec], by_name: dict[str, Aut
 
 
 def _operation_authenticated(operation: Mapping[str, Any]) -> bool:
-    """Whether the connector's credential goes with this operation: yes unless it opts out explicitly.
+    """Whether the connector's credential goes with this operation: wherever the document allows one.
 
     The document may declare no scheme at all and tool.yaml still bind one, so absence means "inherit".
+    An empty requirement `{}` only makes authentication optional (Jira lists it beside its schemes on
+    most operations): with any named requirement present the credential is sent. Only an operation
+    that names none (`security: []`, or nothing but `{}`) goes out anonymous.
     """
     security = operation.get("security")
     if not isinstance(security, list):
         return True
-    # An empty list, or an explicit empty requirement (anonymous allowed), means no credential.
-    return not (security == [] or any(requirement == {} for requirement in security))
+    return any(isinstance(requirement, Mapping) and requirement for requirement in security)
 
 
 def _compile_operation(
@@ -294,7 +319,7 @@ def _compile_operation(
             required.append(arg)
             declared.add(variable)
 
-    body = _compile_body(
+    body, body_note = _compile_body(
         translator, operation.get("requestBody"), where=where, properties=properties, required=required
     )
     input_schema = {"type": "object", "properties": properties, "required": required}
@@ -308,7 +333,7 @@ def _compile_operation(
             operation_id=str(op_id) if op_id not in (None, "") else None,
             method=method.upper(),
             path=path,
-            description=plain_description(text) if text else f"{method.upper()} {path}",
+            description=_describe(text, method=method, path=path, note=body_note),
             params=params,
             body=body,
             inputSchema=input_schema,
@@ -326,25 +351,26 @@ def _compile_body(
     where: str,
     properties: dict[str, Any],
     required: list[str],
-) -> BodySpec | None:
+) -> tuple[BodySpec | None, str]:
+    """The body's wire plan and what the tool description should say about its media type."""
     if raw_body is None:
-        return None
+        return None, ""
     body = translator.deref(raw_body, where=f"{where} requestBody")
     content = body.get("content") if isinstance(body, Mapping) else None
     if not isinstance(content, Mapping) or not content:
-        return None
-    media_type = next((m for m in content if _JSON_LIKE.match(str(m))), None)
-    if media_type is None and FORM_MEDIA in content:
-        media_type = FORM_MEDIA
+        return None, ""
+    media_type = _choose_media(translator, content, where=where)
     if media_type is None:
         kinds = ", ".join(sorted(str(m) for m in content))
         raise _Skip(
-            f"{where}: request body media type {kinds} is not supported (only JSON and form-urlencoded)"
+            f"{where}: request body media type {kinds} is not supported "
+            "(only JSON, form-urlencoded or a wildcard such as */*)"
         )
     media = translator.deref(content[media_type], where=f"{where} requestBody") or {}
     schema = translator.translate(media.get("schema", {}), where=f"{where} requestBody")
     body_required = bool(body.get("required", False))
-    wire_type = JSON_MEDIA if media_type != FORM_MEDIA else FORM_MEDIA
+    wire_type = JSON_MEDIA if media_type.strip().lower() in _WILDCARD_MEDIA else media_type.strip()
+    note = _body_note(wire_type, media_type)
     body_props = schema.get("properties")
     plain_object = (
         isinstance(body_props, dict)
@@ -358,19 +384,61 @@ def _compile_body(
         if body_required:
             required.extend(name for name in schema.get("required", []) if name in body_props)
         encoding = _form_encoding(media.get("encoding"), body_props) if wire_type == FORM_MEDIA else {}
-        return BodySpec(
+        spec = BodySpec(
             media_type=wire_type,
             properties=list(body_props),
             required=body_required,
             encoding=encoding,
         )
+        return spec, note
     arg = next(
         name for name in (*_WRAP_NAMES, *(f"body_{i}" for i in range(2, 100))) if name not in properties
     )
     properties[arg] = schema
     if body_required:
         required.append(arg)
-    return BodySpec(media_type=wire_type, arg=arg, required=body_required)
+    return BodySpec(media_type=wire_type, arg=arg, required=body_required), note
+
+
+def _choose_media(translator: SchemaTranslator, content: Mapping[str, Any], *, where: str) -> str | None:
+    """The declared media type the body goes out as: JSON first, then form, then a wildcard (as JSON).
+
+    With only patch types on offer, merge patch for an object body and JSON Patch for an array one:
+    sending plain application/json where the document lists neither gets a 415.
+    """
+    keys = [str(m) for m in content]
+    json_like = [m for m in keys if JSON_LIKE_MEDIA.match(m)]
+    plain = next((m for m in json_like if _essence(m) == JSON_MEDIA), None)
+    if plain is not None or len(json_like) == 1:
+        return plain or json_like[0]
+    if json_like:
+        essences = {_essence(m): m for m in json_like}
+        media = translator.deref(content[json_like[0]], where=f"{where} requestBody") or {}
+        schema = translator.deref(media.get("schema") or {}, where=f"{where} requestBody") or {}
+        is_array = isinstance(schema, Mapping) and schema.get("type") == "array"
+        preferred = _ARRAY_PATCH_MEDIA if is_array else _OBJECT_PATCH_MEDIA
+        return next((essences[p] for p in preferred if p in essences), json_like[0])
+    if FORM_MEDIA in keys:
+        return FORM_MEDIA
+    return next((m for m in keys if m.strip().lower() in _WILDCARD_MEDIA), None)
+
+
+def _describe(text: str, *, method: str, path: str, note: str) -> str:
+    described = plain_description(text) if text else f"{method.upper()} {path}"
+    return f"{described}\n\n{note}" if note else described
+
+
+def _essence(media_type: str) -> str:
+    return media_type.split(";", 1)[0].strip().lower()
+
+
+def _body_note(media_type: str, declared: str) -> str:
+    """What the tool's description says about how its body goes out, when that is not plain JSON."""
+    if declared.strip().lower() in _WILDCARD_MEDIA:
+        return f"The request body is sent as JSON (the API declares {declared.strip()})."
+    if _essence(media_type) not in (JSON_MEDIA, FORM_MEDIA):
+        return f"The request body is sent as {_essence(media_type)}."
+    return ""
 
 
 def _form_encoding(raw: Any, body_props: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

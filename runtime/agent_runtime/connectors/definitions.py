@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_runtime.connectors.documents import check_json_value, parse_document_text, read_local_text
 from agent_runtime.connectors.errors import ConnectorError
@@ -15,6 +15,10 @@ from agent_runtime.connectors.naming import check_connector_name
 
 FORMAT_VERSION = 1
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+JSON_MEDIA = "application/json"
+FORM_MEDIA = "application/x-www-form-urlencoded"
+# application/json and every structured-syntax +json type (merge-patch+json, vnd.api+json...), with params.
+JSON_LIKE_MEDIA = re.compile(r"^application/([\w.-]+\+)?json\s*(;.*)?$", re.IGNORECASE)
 ParamLocation = Literal["path", "query", "header", "cookie"]
 AuthType = Literal["bearer", "basic", "api_key", "path"]
 
@@ -36,6 +40,8 @@ class AuthSpec(_Model):
     # api_key: where and under which name; path: the path parameter that carries the credential.
     location: Literal["header", "query", "cookie", "path"] | None = Field(default=None, alias="in")
     name: str | None = None
+    # api_key only: text sent before the credential, e.g. "Bearer " for an apiKey scheme on Authorization.
+    prefix: str | None = None
     scheme_name: str | None = None  # the securitySchemes entry it came from
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
@@ -49,6 +55,57 @@ class AuthSpec(_Model):
                 "a secret value never belongs here"
             )
         return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _header_safe(cls, value: str | None) -> str | None:
+        check_prefix(value)
+        return value
+
+
+def check_prefix(value: str | None) -> None:
+    """An auth prefix goes on the wire before the credential: printable text on one line."""
+    if value is not None and (len(value) > 64 or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)):
+        raise ValueError('must be at most 64 printable characters on one line, e.g. "Bearer "')
+
+
+class TlsSpec(_Model):
+    """Which CA certificates verify the provider: exactly these, nothing from the process environment.
+
+    `ca_file` is an absolute path on the machine that executes calls; `ca_env` names an environment
+    variable holding PEM text. Neither is a secret, but both are read where the calls run, not here.
+    """
+
+    ca_file: str | None = None
+    ca_env: str | None = None
+
+    @field_validator("ca_file")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and ("://" in value or not value.startswith("/")):
+            raise ValueError(
+                f"{value[:80]!r} must be an absolute path on the machine that executes the calls, e.g. "
+                "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt (no URL, nothing relative)"
+            )
+        return value
+
+    @field_validator("ca_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            raise ValueError(
+                "must name an environment variable (letters, digits, underscore) holding the PEM CA "
+                "certificate(s), e.g. INTERNAL_API_CA"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TlsSpec:
+        if (self.ca_file is None) == (self.ca_env is None):
+            raise ValueError(
+                "set exactly one of ca_file (a PEM file path) or ca_env (a variable holding PEM text)"
+            )
+        return self
 
 
 class ParamSpec(_Model):
@@ -67,12 +124,26 @@ class ParamSpec(_Model):
 class BodySpec(_Model):
     """The request body: mapped property by property, or wrapped whole under `arg`."""
 
-    media_type: Literal["application/json", "application/x-www-form-urlencoded"]
+    media_type: str  # sent as Content-Type: form-urlencoded, or JSON under a JSON-like type
     arg: str | None = None
     properties: list[str] = Field(default_factory=list)
     required: bool = False
     # form encoding per property: {"metadata": {"style": "deepObject", "explode": true}}
     encoding: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("media_type")
+    @classmethod
+    def _encodable(cls, value: str) -> str:
+        if value != FORM_MEDIA and not JSON_LIKE_MEDIA.match(value):
+            raise ValueError(
+                f"{value[:80]!r} is neither JSON (application/json, application/*+json) nor "
+                f"{FORM_MEDIA}; recompile the catalog with compile_catalog"
+            )
+        return value
+
+    @property
+    def is_form(self) -> bool:
+        return self.media_type == FORM_MEDIA
 
 
 class ToolSpec(_Model):
@@ -119,6 +190,7 @@ class ToolDefinitions(_Model):
     source: SourceSpec = Field(default_factory=SourceSpec)
     auth: AuthSpec | None = None
     auth_options: list[AuthSpec] = Field(default_factory=list)
+    tls: TlsSpec | None = None
     tools: list[ToolSpec] = Field(default_factory=list)
     skipped: list[SkippedOperation] = Field(default_factory=list)
     provenance: Provenance = Field(default_factory=Provenance)

@@ -2,7 +2,8 @@
 
 Per-tool request plans are built once at construction; a call only applies its arguments. Whatever is
 raised or returned carries no credential: failures are re-raised as fresh httpx exceptions whose request
-holds only the base URL and path template.
+holds only the base URL and path template, and every error leaves with no traceback or chain into the
+call's frames (whose locals hold the credential and the unredacted body: error reporters capture them).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agent_runtime.connectors.policy import (
     retry_wait,
     same_origin_target,
 )
+from agent_runtime.connectors.transport import connector_call, quiet_client_logs, tls_context
 from agent_runtime.connectors.wire import PreparedRequest, RequestPlan
 
 _REDACTED = b"[REDACTED]"
@@ -71,9 +73,18 @@ class _Step:
 
 
 class ConnectorExecutor:
-    """One per connector. Safe under concurrent calls; `close()` waits for in-flight calls."""
+    """One per connector. Safe under concurrent calls; `close()` waits for in-flight calls.
 
-    def __init__(self, definitions: ToolDefinitions, *, budget_s: float = CALL_BUDGET_S) -> None:
+    `env` (default os.environ) is read once here for `tls.ca_env`; credentials are read per call.
+    """
+
+    def __init__(
+        self,
+        definitions: ToolDefinitions,
+        *,
+        budget_s: float = CALL_BUDGET_S,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         base_url = definitions.source.base_url
         if not base_url:
             raise ConnectorError(
@@ -82,6 +93,11 @@ class ConnectorExecutor:
             )
         self.definitions = definitions
         self._budget_s = budget_s
+        # Both paths verify with exactly this context: the connector's CA, or certifi's public roots.
+        self._ssl = tls_context(
+            definitions.tls, env=os.environ if env is None else env, connector=definitions.name
+        )
+        quiet_client_logs()
         self._plans = {
             tool.name: RequestPlan.for_tool(tool, base_url=base_url, auth=definitions.auth)
             for tool in definitions.tools
@@ -169,6 +185,7 @@ class ConnectorExecutor:
                     self._client = httpx.Client(
                         follow_redirects=False,
                         trust_env=False,
+                        verify=self._ssl,
                         cookies=_no_cookies(),
                         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
                     )
@@ -184,7 +201,7 @@ class ConnectorExecutor:
                 if session is None:
                     for gone in [old for old in self._sessions if old.is_closed()]:
                         _abandon(self._sessions.pop(gone))
-                    session = self._sessions[loop] = new_session(max_connections=200)
+                    session = self._sessions[loop] = new_session(max_connections=200, ssl_context=self._ssl)
         return session
 
     # -- calls -----------------------------------------------------------------------------------------
@@ -196,42 +213,84 @@ class ConnectorExecutor:
         self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None
     ) -> PreparedRequest:
         """The request a call would send (validates arguments and the credential; sends nothing)."""
-        plan = self._plans.get(tool_name)
-        if plan is None:
-            raise UnknownToolError(
-                f"unknown tool {tool_name!r} for connector {self.definitions.name}; "
-                "use one of the names from tool_schemas()"
-            )
-        return plan.prepare(arguments, os.environ if env is None else env)
+        outcome = self._prepare(tool_name, arguments, env)
+        if isinstance(outcome, PreparedRequest):
+            return outcome
+        del env  # the raised error's frame must not hold the caller's credentials
+        raise outcome
 
     def execute(
         self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None
     ) -> ToolResponse:
-        prepared = self.prepare(tool_name, arguments, env)
-        self._enter()
-        failure: tuple[type[httpx.RequestError], str] | None = None
-        try:
-            return self._run_sync(prepared)
-        except httpx.RequestError as exc:  # transport failures, and undecodable bodies too
-            failure = (type(exc), _safe_message(exc, prepared))
-        finally:
-            self._leave()
-        # Raised outside the handler so the original (whose request carries credentials) is not chained.
-        raise failure[0](failure[1], request=httpx.Request(prepared.method, prepared.safe_url))
+        """Send one call (sync); HTTP errors raise httpx.HTTPStatusError, transport failures httpx errors."""
+        outcome = self._execute_sync(tool_name, arguments, env)
+        if isinstance(outcome, ToolResponse):
+            return outcome
+        del env  # the raised error's frame must not hold the caller's credentials
+        raise outcome
 
     async def aexecute(
         self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None
     ) -> ToolResponse:
-        prepared = self.prepare(tool_name, arguments, env)
-        self._enter()
-        failure: tuple[type[httpx.RequestError], str] | None = None
+        """`execute` on the running event loop, through this loop's aiohttp pool."""
+        outcome = await self._execute_async(tool_name, arguments, env)
+        if isinstance(outcome, ToolResponse):
+            return outcome
+        del env
+        raise outcome
+
+    # The callers above raise what these return: by then the frames holding the prepared request (its
+    # credential) and the provider's unredacted body have returned, and the error references none of them.
+
+    def _prepare(
+        self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None
+    ) -> PreparedRequest | Exception:
+        plan = self._plans.get(tool_name)
+        if plan is None:
+            return UnknownToolError(
+                f"unknown tool {tool_name!r} for connector {self.definitions.name}; "
+                "use one of the names from tool_schemas()"
+            )
         try:
-            return await self._run_async(prepared)
-        except httpx.RequestError as exc:  # transport failures, and undecodable bodies too
-            failure = (type(exc), _safe_message(exc, prepared))
+            return plan.prepare(arguments, os.environ if env is None else env)
+        except Exception as exc:
+            return _detached(exc)
+
+    def _execute_sync(
+        self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None
+    ) -> ToolResponse | Exception:
+        prepared = self._prepare(tool_name, arguments, env)
+        if not isinstance(prepared, PreparedRequest):
+            return prepared
+        try:
+            self._enter()
+        except RuntimeError as exc:
+            return _detached(exc)
+        try:
+            with connector_call():
+                return self._run_sync(prepared)
+        except Exception as exc:
+            return _safe_error(exc, prepared)
         finally:
             self._leave()
-        raise failure[0](failure[1], request=httpx.Request(prepared.method, prepared.safe_url))
+
+    async def _execute_async(
+        self, tool_name: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None
+    ) -> ToolResponse | Exception:
+        prepared = self._prepare(tool_name, arguments, env)
+        if not isinstance(prepared, PreparedRequest):
+            return prepared
+        try:
+            self._enter()
+        except RuntimeError as exc:
+            return _detached(exc)
+        try:
+            with connector_call():
+                return await self._run_async(prepared)
+        except Exception as exc:
+            return _safe_error(exc, prepared)
+        finally:
+            self._leave()
 
     def _run_sync(self, prepared: PreparedRequest) -> ToolResponse:
         client = self._sync_client()
@@ -469,6 +528,27 @@ def _status_error(
     return httpx.HTTPStatusError(
         f"{message} from {method} {prepared.safe_url}", request=safe_request, response=safe_response
     )
+
+
+def _safe_error(exc: Exception, prepared: PreparedRequest) -> Exception:
+    """What a failed call raises: the executor's own safe status error, or a fresh transport error."""
+    if isinstance(exc, httpx.RequestError):  # transport failures, and undecodable bodies too
+        message = _safe_message(exc, prepared)
+        if "CERTIFICATE_VERIFY_FAILED" in message:
+            message += (
+                "; if the provider's certificate comes from a private CA, name that CA in tool.yaml "
+                "(tls.ca_file or tls.ca_env): the process's SSL_CERT_FILE is never used"
+            )
+        exc = type(exc)(message, request=httpx.Request(prepared.method, prepared.safe_url))
+    return _detached(exc)
+
+
+def _detached(exc: Exception) -> Exception:
+    """The error without its traceback or chain: nothing reachable from it holds a call's locals."""
+    exc.__traceback__ = None
+    exc.__context__ = None
+    exc.__cause__ = None
+    return exc
 
 
 def _safe_message(exc: httpx.RequestError, prepared: PreparedRequest) -> str:

@@ -7,9 +7,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent_runtime.connectors.definitions import AuthSpec, AuthType, SourceSpec, ToolDefinitions, ToolSpec
+from agent_runtime.connectors.definitions import (
+    AuthSpec,
+    AuthType,
+    SourceSpec,
+    TlsSpec,
+    ToolDefinitions,
+    ToolSpec,
+    check_prefix,
+)
 from agent_runtime.connectors.documents import parse_document_text, read_local_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.naming import check_connector_name, disambiguate, tool_name
@@ -49,6 +57,22 @@ class ToolAuth(BaseModel):
     env: str
     location: Literal["header", "query", "cookie", "path"] | None = Field(default=None, alias="in")
     name: str | None = None
+    prefix: str | None = None  # api_key: sent before the credential, e.g. "Bearer " or "token "
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        check_prefix(value)
+        return value
+
+    @model_validator(mode="after")
+    def _prefix_for_api_key(self) -> ToolAuth:
+        if self.prefix is not None and self.type != "api_key":
+            raise ValueError(
+                f"prefix applies to type api_key only (type {self.type} has a fixed form); "
+                "remove it, or use type api_key with in and name"
+            )
+        return self
 
     @field_validator("env")
     @classmethod
@@ -69,6 +93,17 @@ class ToolYaml(BaseModel):
     source: ToolSource = Field(default_factory=ToolSource)
     expose: ToolExpose = Field(default_factory=ToolExpose)
     auth: ToolAuth | None = None
+    tls: TlsSpec | None = None
+
+    @model_validator(mode="after")
+    def _tls_needs_https(self) -> ToolYaml:
+        base_url = self.source.base_url
+        if self.tls is not None and base_url is not None and not base_url.startswith("https://"):
+            raise ValueError(
+                f"tls is set but source.base_url {base_url[:80]!r} is not https; "
+                "use the provider's https URL or remove tls"
+            )
+        return self
 
     @field_validator("name")
     @classmethod
@@ -121,6 +156,7 @@ def scaffold_tool_yaml(
             env=f"{catalog.name.upper().replace('-', '_')}_TOKEN",
             location=catalog.auth.location if catalog.auth.type in ("api_key", "path") else None,
             name=catalog.auth.name if catalog.auth.type in ("api_key", "path") else None,
+            prefix=catalog.auth.prefix if catalog.auth.type == "api_key" else None,
         )
     return ToolYaml(
         name=catalog.name,
@@ -148,6 +184,7 @@ def materialize_connector(tool: ToolYaml, catalog: ToolDefinitions) -> ToolDefin
         source=SourceSpec(base_url=tool.source.base_url),
         auth=auth,
         auth_options=[],
+        tls=tool.tls,
         tools=tools,
         provenance=catalog.provenance,
     )
@@ -181,13 +218,15 @@ def _select(tool: ToolYaml, catalog: ToolDefinitions) -> list[ToolSpec]:
 
 
 def _bind_auth(tool: ToolYaml, catalog: ToolDefinitions) -> AuthSpec | None:
+    """tool.yaml's auth, with what it leaves out taken from the catalog's matching security scheme."""
     if tool.auth is None:
         return None
     wanted = tool.auth
+    schemes = [o for o in (catalog.auth, *catalog.auth_options) if o is not None]
     if wanted.type in ("api_key", "path") and not (
         wanted.name and (wanted.location or wanted.type == "path")
     ):
-        known = next((o for o in (catalog.auth, *catalog.auth_options) if o and o.type == wanted.type), None)
+        known = next((o for o in schemes if o.type == wanted.type), None)
         if known is None:
             raise ConnectorError(
                 f"tool.yaml {tool.name}: auth.type {wanted.type!r} needs auth.name"
@@ -198,9 +237,23 @@ def _bind_auth(tool: ToolYaml, catalog: ToolDefinitions) -> AuthSpec | None:
                 )
                 + " because the catalog declares no such scheme"
             )
-        return AuthSpec(type=known.type, env=wanted.env, location=known.location, name=known.name)
+        prefix = wanted.prefix if wanted.prefix is not None else known.prefix
+        return AuthSpec(
+            type=known.type, env=wanted.env, location=known.location, name=known.name, prefix=prefix
+        )
     location = "path" if wanted.type == "path" else wanted.location
-    return AuthSpec(type=wanted.type, env=wanted.env, location=location, name=wanted.name)
+    prefix = wanted.prefix
+    if prefix is None and wanted.type == "api_key":
+        # The same scheme the document declares (header names are case-insensitive): its prefix too.
+        same = next((o for o in schemes if _same_api_key(o, location=location, name=wanted.name)), None)
+        prefix = same.prefix if same is not None else None
+    return AuthSpec(type=wanted.type, env=wanted.env, location=location, name=wanted.name, prefix=prefix)
+
+
+def _same_api_key(option: AuthSpec, *, location: str | None, name: str | None) -> bool:
+    if option.type != "api_key" or option.location != location or option.name is None or name is None:
+        return False
+    return option.name.lower() == name.lower() if location == "header" else option.name == name
 
 
 def _rebind(spec: ToolSpec, *, tool: ToolYaml, catalog: ToolDefinitions, auth: AuthSpec | None) -> ToolSpec:

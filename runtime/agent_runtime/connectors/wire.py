@@ -219,13 +219,14 @@ class RequestPlan:
                 secrets.append(token)
                 headers["authorization"] = f"Basic {token}"
             elif auth.type == "api_key" and auth.name:
+                value = f"{auth.prefix}{credential}" if auth.prefix else credential
                 if auth.location == "query":
-                    pairs.append((auth.name, credential))
+                    pairs.append((auth.name, value))
                     secrets.append(quote(credential, safe=_QUERY_SAFE))
                 elif auth.location == "cookie":
-                    cookies.append(f"{auth.name}={credential}")
+                    cookies.append(f"{auth.name}={value}")
                 else:
-                    headers[auth.name] = credential
+                    headers[auth.name] = value
         if cookies:
             headers["cookie"] = "; ".join(cookies)
         url = self.base + "".join(segments)
@@ -267,7 +268,7 @@ class RequestPlan:
             payload = {name: arguments[name] for name in body.properties if name in arguments}
             if not payload and not body.required:
                 return None
-        if body.media_type == "application/json":
+        if not body.is_form:  # application/json, or the +json type the document declares (merge patch...)
             return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         pairs: list[tuple[str, str]] = []
         if isinstance(payload, Mapping):
