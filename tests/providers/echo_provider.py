@@ -1,7 +1,8 @@
 """A loopback HTTP provider for tests: echoes requests and misbehaves on demand.
 
 Run it as a process (`python -m tests.providers.echo_provider --port N [--host 127.0.0.1]`) or in-process
-with `with running_echo_provider() as provider: provider.url`. It listens on loopback only.
+with `with running_echo_provider() as provider: provider.url`. It listens on loopback only; with
+`tls=(cert_file, key_file)` it serves https (for private-CA tests).
 
 Routes (any method unless noted):
 - `/echo/...`                 200 JSON {method, path, raw_path, query, query_pairs, headers, body, form, json}
@@ -259,11 +260,12 @@ class RunningProvider:
     app: EchoProviderApp
     server: uvicorn.Server
     thread: threading.Thread
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -292,8 +294,13 @@ def item_api_document() -> dict[str, Any]:
     }
 
 
-def start_echo_provider(*, host: str = "127.0.0.1", port: int = 0) -> RunningProvider:
-    """Start serving in a daemon thread and return once the socket accepts connections."""
+def start_echo_provider(
+    *, host: str = "127.0.0.1", port: int = 0, tls: tuple[str, str] | None = None
+) -> RunningProvider:
+    """Start serving in a daemon thread and return once the socket accepts connections.
+
+    `tls` is (certificate file, key file) in PEM: the provider then serves https.
+    """
     if host not in _LOOPBACK:
         raise ValueError(f"host {host!r}: the echo provider listens on loopback only (127.0.0.1 or ::1)")
     app = EchoProviderApp()
@@ -306,6 +313,8 @@ def start_echo_provider(*, host: str = "127.0.0.1", port: int = 0) -> RunningPro
         lifespan="on",
         loop="asyncio",
         timeout_graceful_shutdown=2,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"echo-provider-{port}", daemon=True)
@@ -316,13 +325,22 @@ def start_echo_provider(*, host: str = "127.0.0.1", port: int = 0) -> RunningPro
             raise RuntimeError(f"echo provider did not start on {host}:{port}")
         time.sleep(0.01)
     bound_port = port or server.servers[0].sockets[0].getsockname()[1]
-    return RunningProvider(host=host, port=bound_port, app=app, server=server, thread=thread)
+    return RunningProvider(
+        host=host,
+        port=bound_port,
+        app=app,
+        server=server,
+        thread=thread,
+        scheme="https" if tls else "http",
+    )
 
 
 @contextlib.contextmanager
-def running_echo_provider(*, host: str = "127.0.0.1", port: int = 0) -> Iterator[RunningProvider]:
+def running_echo_provider(
+    *, host: str = "127.0.0.1", port: int = 0, tls: tuple[str, str] | None = None
+) -> Iterator[RunningProvider]:
     """`with running_echo_provider() as provider:` serve for the block, then stop."""
-    provider = start_echo_provider(host=host, port=port)
+    provider = start_echo_provider(host=host, port=port, tls=tls)
     try:
         yield provider
     finally:

@@ -17,8 +17,6 @@ import pytest
 from agent_runtime.connectors import (
     ConnectorExecutor,
     ToolArgumentError,
-    ToolDefinitions,
-    ToolResponse,
     classify_tool_api_error,
 )
 from tests.conftest import free_port
@@ -39,39 +37,6 @@ def provider() -> Iterator[RunningProvider]:
 def other_origin() -> Iterator[RunningProvider]:
     with running_echo_provider() as running:
         yield running
-
-
-class _AsyncFacade:
-    """`execute` through `aexecute` on one event loop, so each test runs against both paths."""
-
-    def __init__(self, executor: Any) -> None:
-        self._executor = executor
-        self._runner = asyncio.Runner()
-        self.definitions = executor.definitions
-
-    def execute(
-        self, tool: str, arguments: dict[str, Any], env: dict[str, str] | None = None
-    ) -> ToolResponse:
-        return self._runner.run(self._executor.aexecute(tool, arguments, env=env))
-
-    def close(self) -> None:
-        self._runner.run(self._executor.aclose())
-        self._runner.close()
-
-
-@pytest.fixture(params=["sync", "async"])
-def make(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    made: list[Any] = []
-
-    def _make(connector: ToolDefinitions, **options: Any) -> Any:
-        executor = ConnectorExecutor(connector, **options)
-        facade = executor if request.param == "sync" else _AsyncFacade(executor)
-        made.append(facade)
-        return facade
-
-    yield _make
-    for facade in made:
-        facade.close()
 
 
 @pytest.fixture
