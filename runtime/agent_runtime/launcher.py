@@ -38,9 +38,8 @@ EXIT_OK = 0
 EXIT_STARTUP_FAILED = 1
 EXIT_BAD_CONFIG = 2
 
-_NOT_BUILT = {
-    RunnerMode.MEMORY: "the Memory server",
-}
+# Modes named by the contract whose component this image does not hold yet (none today).
+_NOT_BUILT: dict[RunnerMode, str] = {}
 
 
 class LaunchError(ValueError):
@@ -60,7 +59,7 @@ def select_mode(env: Mapping[str, str]) -> RunnerMode:
     if mode in _NOT_BUILT:
         raise LaunchError(
             f"{RUNNER_MODE_ENV}={mode.value}: {_NOT_BUILT[mode]} is not built into this runtime image yet; "
-            "this image can run aer, tool or oe"
+            f"this image can run {', '.join(m.value for m in RunnerMode if m not in _NOT_BUILT)}"
         )
     return mode
 
@@ -82,6 +81,11 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         from agent_runtime.servers.oe import build_oe_from_env
 
         return build_oe_from_env(env)
+    if mode is RunnerMode.MEMORY:
+        # Per Agent, but no tenant code and no bundle: only the token, the store and the embedder.
+        from agent_runtime.servers.memory import build_memory_from_env
+
+        return build_memory_from_env(env)
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
     from agent_runtime.connectors import resolve_runtime_bundle
     from agent_runtime.sdk import App, load_app

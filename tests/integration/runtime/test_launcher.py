@@ -99,7 +99,8 @@ def test_entrypoint_import_failure_is_one_json_error_and_nonzero_exit(tmp_path: 
     [
         ({"RUNNER_MODE": None}, 2, "RUNNER_MODE is not set; set it to one of: aer, tool, memory, oe"),
         ({"RUNNER_MODE": "batch"}, 2, "RUNNER_MODE='batch' is not a runner mode"),
-        ({"RUNNER_MODE": "memory"}, 2, "the Memory server is not built into this runtime image yet"),
+        ({"RUNNER_MODE": "memory"}, 1, "MEMORY_STORE_TYPE=sqlite (the default) needs MEMORY_SQLITE_PATH"),
+        ({"RUNNER_MODE": "memory", "MEMORY_STORE_TYPE": "mongodb"}, 1, "needs MEMORY_MONGODB_URI"),
         ({"RUNNER_MODE": "oe"}, 1, "no client token: set OE_CLIENT_TOKEN_FILE"),
         ({"RUNNER_MODE": "oe", "OE_CLIENT_TOKEN": "t", "OE_STORE_TYPE": "redis"}, 1, "OE_STORE_TYPE"),
         ({"RUNNER_MODE": "oe", "OE_CLIENT_TOKEN": "t", "OE_SQLITE_PATH": "/x"}, 1, "OE_REGISTRATIONS_DIR"),

@@ -5,7 +5,13 @@ from agent_runtime.launcher import LaunchError, select_mode, select_port
 
 
 @pytest.mark.parametrize(
-    ("raw", "mode"), [("aer", RunnerMode.AER), (" TOOL ", RunnerMode.TOOL), ("oe", RunnerMode.OE)]
+    ("raw", "mode"),
+    [
+        ("aer", RunnerMode.AER),
+        (" TOOL ", RunnerMode.TOOL),
+        ("oe", RunnerMode.OE),
+        ("memory", RunnerMode.MEMORY),
+    ],
 )
 def test_select_mode(raw: str, mode: RunnerMode) -> None:
     assert select_mode({"RUNNER_MODE": raw}) is mode
@@ -16,7 +22,6 @@ def test_select_mode(raw: str, mode: RunnerMode) -> None:
     [
         ({}, "RUNNER_MODE is not set; set it to one of: aer, tool, memory, oe"),
         ({"RUNNER_MODE": "worker"}, "'worker' is not a runner mode"),
-        ({"RUNNER_MODE": "memory"}, "Memory server is not built into this runtime image yet"),
     ],
 )
 def test_select_mode_refuses(env: dict[str, str], message: str) -> None:

@@ -1,0 +1,79 @@
+"""Embeddings (M-06, Decision 13): the interface, and the choice between the local model and an HTTP provider.
+
+`MEMORY_EMBEDDINGS_PROVIDER=local` (the default) runs a small model shipped inside a Python package, with
+no network at all; `http` calls a Voyage-compatible `POST {MEMORY_EMBEDDINGS_URL}/embeddings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal, Protocol
+
+from agent_runtime.memory.vectors import Matrix
+
+InputType = Literal["document", "query"]
+
+PROVIDER_ENV = "MEMORY_EMBEDDINGS_PROVIDER"
+URL_ENV = "MEMORY_EMBEDDINGS_URL"
+MODEL_ENV = "MEMORY_EMBEDDINGS_MODEL"
+API_KEY_ENV_ENV = "MEMORY_EMBEDDINGS_API_KEY_ENV"
+DIMENSION_ENV = "MEMORY_EMBEDDINGS_DIMENSION"
+DEFAULT_API_KEY_ENV = "VOYAGE_API_KEY"
+DEFAULT_HTTP_MODEL = "voyage-3.5-lite"
+PROVIDERS = ("local", "http")
+
+
+class EmbeddingError(RuntimeError):
+    """The embedder could not embed; the message says why without the key or the provider's answer body."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors of one model's space."""
+
+    @property
+    def model_id(self) -> str:
+        """The vector space: records embedded by another model are never compared with this one's."""
+
+    @property
+    def dimension(self) -> int | None:
+        """Length of its vectors (None until an HTTP provider has answered once)."""
+
+    async def embed(self, texts: Sequence[str], *, input_type: InputType) -> Matrix:
+        """One normalized float32 row per text, in order."""
+
+    async def aclose(self) -> None: ...
+
+
+def embedder_from_env(env: Mapping[str, str]) -> Embedder:
+    """The embedder the settings name; a ValueError names the variable to fix."""
+    provider = env.get(PROVIDER_ENV, "").strip().lower() or "local"
+    if provider == "local":
+        from agent_runtime.memory.local_model import LocalEmbedder
+
+        return LocalEmbedder()
+    if provider in ("http", "voyage"):
+        from agent_runtime.memory.http_embeddings import HttpEmbedder
+
+        url = env.get(URL_ENV, "").strip().rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"{PROVIDER_ENV}={provider} needs {URL_ENV}: the provider's base URL, e.g. "
+                "https://api.example.com/v1 (embeddings are posted to {URL}/embeddings)"
+            )
+        key_env = env.get(API_KEY_ENV_ENV, "").strip() or DEFAULT_API_KEY_ENV
+        api_key = env.get(key_env, "").strip()
+        if not api_key:
+            raise ValueError(
+                f"{PROVIDER_ENV}={provider} needs an API key in {key_env} (name another variable with "
+                f"{API_KEY_ENV_ENV}); deliver it to the Memory pod through spec.components.memory.secretEnv"
+            )
+        raw_dimension = env.get(DIMENSION_ENV, "").strip()
+        if raw_dimension and not (raw_dimension.isdigit() and 0 < int(raw_dimension) <= 8192):
+            raise ValueError(f"{DIMENSION_ENV} must be a whole number 1-8192, got {raw_dimension!r}")
+        return HttpEmbedder(
+            url=url,
+            model=env.get(MODEL_ENV, "").strip() or DEFAULT_HTTP_MODEL,
+            api_key=api_key,
+            output_dimension=int(raw_dimension) if raw_dimension else None,
+        )
+    raise ValueError(f"{PROVIDER_ENV} must be one of {', '.join(PROVIDERS)}, got {provider!r}")
