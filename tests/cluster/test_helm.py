@@ -110,7 +110,9 @@ def test_rendered_objects_pass_server_side_dry_run(kube: Kube, values: dict[str,
         "apply", "--server-side", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(others)
     )
     assert out.count("(server dry run)") == len(others)
-    deployment = next(doc for doc in others if doc["kind"] == "Deployment")
+    deployment = next(
+        doc for doc in others if doc["kind"] == "Deployment" and doc["metadata"]["name"].endswith("-operator")
+    )
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     if values is NON_DEFAULT_VALUES:
         assert container["image"] == "registry.example.com/platform/agent-engine-operator:1.2.3"

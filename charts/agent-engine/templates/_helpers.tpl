@@ -43,3 +43,28 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "agent-engine.runtimeImage" -}}
 {{- printf "%s:%s" .Values.image.runtime.repository (default .Chart.AppVersion .Values.image.runtime.tag) -}}
 {{- end -}}
+
+{{- define "agent-engine.oeName" -}}
+{{- printf "%s-oe" (include "agent-engine.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The OE's pod labels: what the operator's NetworkPolicies admit to the Agents' AER and Tool Pods. */}}
+{{- define "agent-engine.oeSelectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: oe
+{{- end -}}
+
+{{- define "agent-engine.oeLabels" -}}
+{{ include "agent-engine.oeSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "agent-engine.oeClientTokenSecret" -}}
+{{- default (printf "%s-client-token" (include "agent-engine.oeName" .)) .Values.oe.clientToken.existingSecret -}}
+{{- end -}}

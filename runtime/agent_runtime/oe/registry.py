@@ -314,6 +314,9 @@ class _ApiError(Exception):
     """The API server refused or broke a request; retried with backoff."""
 
 
+SERVICE_ACCOUNT_DIR_ENV = "OE_SERVICEACCOUNT_DIR"
+
+
 class KubernetesSecretSource:
     """Registration Secrets in one namespace, through the Kubernetes API: list, then watch from there on."""
 
@@ -560,7 +563,11 @@ def from_env(env: Mapping[str, str], *, registry: Registry | None = None) -> Reg
     if directory:
         return DirectorySource(directory, registry=registry)
     if env.get("KUBERNETES_SERVICE_HOST", "").strip():
-        return KubernetesSecretSource.in_cluster(env, registry=registry)
+        # A local run outside a pod (make run, tests) points at a directory laid out like the pod's.
+        sa_dir = env.get(SERVICE_ACCOUNT_DIR_ENV, "").strip()
+        return KubernetesSecretSource.in_cluster(
+            env, registry=registry, sa_dir=Path(sa_dir) if sa_dir else SERVICE_ACCOUNT_DIR
+        )
     raise RegistrationSourceError(
         f"no registrations: set {REGISTRATIONS_DIR_ENV} to a directory of registration files, or run the OE "
         "in a cluster, where it reads its namespace's registration Secrets"
