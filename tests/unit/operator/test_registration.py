@@ -1,0 +1,46 @@
+"""The registration Secret the operator publishes for the OE (Decision 12)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from agent_operator.models import Agent
+from agent_operator.registration import registration_secret_name, render_registration
+from agent_operator.settings import RenderSettings
+from agent_runtime.oe.registration import REGISTRATION_KEY, REGISTRATION_LABEL
+from agent_runtime.oe.registry import parse_registration
+from tests.unit.operator.specimens import agent_body
+
+TOKEN = "runtime-token-for-registration-test"
+
+
+def _agent(**spec: object) -> Agent:
+    return Agent.from_body(agent_body(**spec))
+
+
+def test_the_oe_parses_what_the_operator_publishes() -> None:
+    agent = _agent(tools={"allow": ["petstore_*", "invoke_llm"], "sensitive": "deny"})
+    secret = render_registration(agent, token=TOKEN, settings=RenderSettings(oe_namespace="platform"))
+    assert secret["metadata"]["namespace"] == "platform"
+    assert secret["metadata"]["labels"][REGISTRATION_LABEL] == "true"
+    raw = base64.b64decode(secret["data"][REGISTRATION_KEY])
+    reg = parse_registration(raw, source="test")
+    assert reg.agent == "team-a/support-bot"
+    assert reg.token.get_secret_value() == TOKEN
+    assert reg.aer_url == "http://support-bot-aer.team-a.svc:8001"
+    assert reg.tool_url == "http://support-bot-tool.team-a.svc:8002"
+    assert reg.policy.allow == ("petstore_*", "invoke_llm") and reg.policy.sensitive == "deny"
+    assert reg.tools == ()  # the OE learns the tenant's tools from the AER
+    assert json.loads(raw)["policy"]["allow"] == ["petstore_*", "invoke_llm"]
+
+
+def test_same_inputs_same_secret_and_names_fit() -> None:
+    agent = _agent()
+    settings = RenderSettings()
+    assert render_registration(agent, token=TOKEN, settings=settings) == render_registration(
+        agent, token=TOKEN, settings=settings
+    )
+    long_name = registration_secret_name("n" * 63, "a" * 253)
+    assert len(long_name) <= 253
+    assert long_name != registration_secret_name("n" * 63, "a" * 252 + "b")
