@@ -28,7 +28,7 @@ from agent_runtime.connectors.documents import (
     parse_document_text,
     read_document_file,
 )
-from agent_runtime.connectors.errors import ConnectorError, ExternalReferenceError
+from agent_runtime.connectors.errors import ConnectorError, DocumentTooComplexError, ExternalReferenceError
 from agent_runtime.connectors.naming import assign_names, check_connector_name, operation_key
 from agent_runtime.connectors.schema import SchemaTranslator, plain_description, trim_text
 
@@ -104,7 +104,7 @@ def compile_document(data: Any, *, connector_name: str, fingerprint: str | None 
                     SkippedOperation(method=method.upper(), path=path, operation_id=op_id, reason=str(reason))
                 )
                 continue
-            except ExternalReferenceError:
+            except (ExternalReferenceError, DocumentTooComplexError):
                 raise
             except ConnectorError as exc:
                 skipped.append(

@@ -1,4 +1,9 @@
-"""Reading local JSON/YAML documents: URLs refused, strict JSON values checked, large YAML loaded fast."""
+"""Reading local JSON/YAML documents: URLs refused, strict JSON values checked, large YAML loaded fast.
+
+Every document is bounded before and while it is parsed: at most `MAX_DOCUMENT_BYTES`, and YAML aliases may
+not expand it beyond `MAX_ALIAS_RATIO` times its own node count (a kilobyte of nested aliases, "billion
+laughs", would otherwise become gigabytes once anything walks it).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from typing import Any
 import yaml
 import yaml.cyaml
 
-from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.errors import ConnectorError, DocumentTooComplexError
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -24,6 +29,11 @@ _WORDS: dict[str, Any] = {
 }
 _MAYBE_NUMBER_OR_DATE = frozenset("0123456789+-.")
 _RESOLVER = yaml.resolver.Resolver()
+# Larger than any public API description we know of (Stripe's, Azure's); a ConfigMap holds at most 1 MiB.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+# Aliases may add this many nodes per node written out, and always at least _MIN_ALIAS_NODES.
+MAX_ALIAS_RATIO = 10
+_MIN_ALIAS_NODES = 100_000
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
@@ -37,10 +47,14 @@ def refuse_url(reference: str, *, field: str) -> None:
 
 
 def read_local_bytes(path: str | Path, *, field: str) -> bytes:
-    """A local file's bytes; a URL, a missing file or a directory is a ConnectorError naming `field`."""
+    """A local file's bytes; a URL, a missing file, a directory or a file over MAX_DOCUMENT_BYTES is a
+    ConnectorError naming `field`."""
     refuse_url(str(path), field=field)
     file = Path(path)
     try:
+        size = file.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise DocumentTooComplexError(_too_large(field, size))
         return file.read_bytes()
     except FileNotFoundError:
         raise ConnectorError(f"{field}: file {str(file)!r} does not exist; check the path") from None
@@ -69,8 +83,21 @@ def read_document_file(path: str | Path, *, field: str = "document", with_finger
     return (data, hashlib.sha256(raw).hexdigest()) if with_fingerprint else data
 
 
+def _too_large(field: str, size: int) -> str:
+    return (
+        f"{field}: {size} bytes is over the {MAX_DOCUMENT_BYTES}-byte limit for a document; "
+        "keep only the API's paths the agent needs, or compile it once with "
+        "`python -m agent_runtime.connectors compile` and use the smaller compiled catalog"
+    )
+
+
 def parse_document_text(text: str, *, field: str = "document") -> Any:
-    """JSON when it is JSON (fast), else YAML; a syntax error names where it is."""
+    """JSON when it is JSON (fast), else YAML; a syntax error names where it is.
+
+    Over MAX_DOCUMENT_BYTES (counted in characters, at most the bytes), or YAML whose aliases expand too
+    far, raises DocumentTooComplexError before anything is built from it."""
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise DocumentTooComplexError(_too_large(field, len(text)))
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:
@@ -81,6 +108,8 @@ def parse_document_text(text: str, *, field: str = "document") -> Any:
             raise ConnectorError(f"{field}: nested too deeply to be a document; flatten it") from None
     try:
         return load_yaml(text)
+    except _AliasBomb as bomb:
+        raise DocumentTooComplexError(f"{field}: {bomb}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -88,15 +117,63 @@ def parse_document_text(text: str, *, field: str = "document") -> Any:
         raise ConnectorError(f"{field}: not valid JSON or YAML{where}: {problem}") from None
 
 
+class _AliasBomb(yaml.YAMLError):
+    """Aliases that expand the document too far, or refer to the node that contains them."""
+
+
 def load_yaml(text: str) -> Any:
     """YAML 1.1 with PyYAML's safe semantics, built straight from libyaml's events.
 
     PyYAML's CSafeLoader spends most of its time composing and constructing nodes in Python; building
     containers directly from the event stream is about five times faster on a multi-megabyte OpenAPI file.
+    Aliases share the anchored object, so building stays linear; what they would expand to is counted as
+    they come and bounded (MAX_ALIAS_RATIO), since walking or serializing the result would expand them.
     """
     if not getattr(yaml, "__with_libyaml__", False):
-        return yaml.load(text, Loader=yaml.SafeLoader)
+        data = yaml.load(text, Loader=yaml.SafeLoader)
+        _check_expansion(data)
+        return data
     return _build_from_events(yaml.cyaml.CParser(text))
+
+
+def _alias_limit(written: int) -> int:
+    return max(_MIN_ALIAS_NODES, MAX_ALIAS_RATIO * written)
+
+
+def _refuse_expansion(expanded: int, written: int) -> _AliasBomb:
+    return _AliasBomb(
+        f"YAML aliases (*name) would expand the document to more than {expanded} nodes from {written} "
+        f"written ones (the limit is {MAX_ALIAS_RATIO} times the document); write the repeated parts out "
+        "or use $ref instead of aliases"
+    )
+
+
+_RECURSIVE = "a YAML alias refers to the node that contains it; a document cannot be recursive"
+
+
+def _check_expansion(data: Any) -> None:
+    """The pure-Python loader's result: its expanded size, each shared object counted once per use."""
+    sizes: dict[int, int] = {}
+    written = 0
+
+    def size(obj: Any, open_ids: frozenset[int]) -> int:
+        nonlocal written
+        if not isinstance(obj, dict | list):
+            return 1
+        if id(obj) in open_ids:
+            raise _AliasBomb(
+                "a YAML alias refers to the node that contains it; a document cannot be recursive"
+            )
+        if id(obj) not in sizes:
+            written += 1 + len(obj)
+            children = obj.values() if isinstance(obj, dict) else obj
+            inner = open_ids | {id(obj)}
+            sizes[id(obj)] = 1 + sum(size(child, inner) for child in children)
+            if sizes[id(obj)] - written > _alias_limit(written):
+                raise _refuse_expansion(sizes[id(obj)], written)
+        return sizes[id(obj)]
+
+    size(data, frozenset())
 
 
 def _build_from_events(parser: Any) -> Any:
@@ -106,7 +183,11 @@ def _build_from_events(parser: Any) -> Any:
     map_end, seq_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     no_key = object()
     anchors: dict[str, Any] = {}
-    stack: list[tuple[Any, Any, bool]] = []
+    # Nodes the document would have with every alias written out, and the nodes it really has: an alias
+    # adds its anchor's expanded size (known once the anchored node is closed).
+    expanded = written = 0
+    expanded_sizes: dict[str, int] = {}
+    stack: list[tuple[Any, Any, bool, int, str | None]] = []
     current: Any = None
     key: Any = no_key
     in_map = False
@@ -132,6 +213,8 @@ def _build_from_events(parser: Any) -> Any:
         event = get_event()
         kind = type(event)
         if kind is scalar:
+            expanded += 1
+            written += 1
             value = event.value
             if event.tag is None and event.implicit[0]:  # plain scalar: the common case, resolved inline
                 word = words.get(value, no_key)
@@ -147,6 +230,7 @@ def _build_from_events(parser: Any) -> Any:
                 value = _scalar(event)
             if event.anchor:
                 anchors[event.anchor] = value
+                expanded_sizes[event.anchor] = 1
             if in_map:
                 if key is no_key:
                     key = value
@@ -165,19 +249,30 @@ def _build_from_events(parser: Any) -> Any:
                 )
             if event.anchor:
                 anchors[event.anchor] = container
+                expanded_sizes.pop(event.anchor, None)  # open: an alias to it now would be recursive
             place(container)
-            stack.append((current, key, in_map))
+            expanded += 1
+            written += 1
+            stack.append((current, key, in_map, expanded, event.anchor))
             current, key, in_map = container, no_key, kind is map_start
         elif kind is map_end or kind is seq_end:
             if in_map and "<<" in current:
                 _merge_keys(current)
-            current, key, in_map = stack.pop()
+            current, key, in_map, opened_at, anchor = stack.pop()
             key = no_key if in_map else key
+            if anchor:
+                expanded_sizes[anchor] = expanded - opened_at + 1
         elif kind is alias:
             if event.anchor not in anchors:
                 raise yaml.composer.ComposerError(
                     None, None, f"unknown alias {event.anchor}", event.start_mark
                 )
+            size = expanded_sizes.get(event.anchor)
+            if size is None:
+                raise _AliasBomb(f"*{event.anchor}: {_RECURSIVE}")
+            expanded += size
+            if expanded - written > _alias_limit(written):
+                raise _refuse_expansion(expanded, written)
             place(anchors[event.anchor])
         elif kind is yaml.DocumentStartEvent:
             documents += 1

@@ -7,6 +7,10 @@ class ConnectorError(ValueError):
     """A document, catalog, tool.yaml, bundle or agent.yaml that cannot be used as given."""
 
 
+class DocumentTooComplexError(ConnectorError):
+    """A document over the size or alias-expansion bounds: refused before it can exhaust memory or time."""
+
+
 class ExternalReferenceError(ConnectorError):
     """A `$ref` that leaves the document: the whole document is refused, nothing is fetched."""
 

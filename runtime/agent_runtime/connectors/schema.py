@@ -6,11 +6,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent_runtime.connectors.errors import ConnectorError, ExternalReferenceError
+from agent_runtime.connectors.errors import ConnectorError, DocumentTooComplexError, ExternalReferenceError
 
 DESCRIPTION_LIMIT = 1024
 _MAX_REF_CHAIN = 64
 _MAX_DEPTH = 12  # deeper nesting than this is collapsed: it bounds output size on recursive documents
+# Inlining `$ref`s multiplies: ten properties each referring to a schema with ten more, six levels deep, is a
+# 3 KB document whose one input schema has a million nodes. These bound one schema and the whole document.
+MAX_SCHEMA_NODES = 50_000
+MAX_DOCUMENT_SCHEMA_NODES = 1_000_000
 
 # Keywords that carry over unchanged (JSON Schema validation vocabulary shared with OpenAPI 3.0).
 _KEEP = frozenset(
@@ -62,7 +66,8 @@ class SchemaTranslator:
 
     def __init__(self, document: Mapping[str, Any]) -> None:
         self._document = document
-        self._cache: dict[str, dict[str, Any]] = {}
+        self._cache: dict[str, tuple[dict[str, Any], int]] = {}  # ref -> (schema, its node count)
+        self._nodes = 0  # nodes of every schema translated so far, references inlined
 
     def resolve_ref(self, ref: Any, *, where: str) -> tuple[str, Any]:
         """The target of a local `$ref`; external references are refused."""
@@ -96,36 +101,51 @@ class SchemaTranslator:
         return obj
 
     def translate(self, schema: Any, *, where: str) -> dict[str, Any]:
-        """A JSON Schema equivalent of an OpenAPI schema, with every reference inlined."""
-        result, _ = self._translate(schema, where=where, active=(), depth=0)
+        """A JSON Schema equivalent of an OpenAPI schema, with every reference inlined.
+
+        Over MAX_SCHEMA_NODES raises ConnectorError (that operation is skipped); once the document's schemas
+        pass MAX_DOCUMENT_SCHEMA_NODES, DocumentTooComplexError (the whole document is refused)."""
+        result, _, nodes = self._translate(schema, where=where, active=(), depth=0)
+        if nodes > MAX_SCHEMA_NODES:
+            raise ConnectorError(
+                f"{where}: the schema expands to {nodes} nodes once its $refs are inlined (the limit is "
+                f"{MAX_SCHEMA_NODES}); simplify the schema or leave the operation out of expose.allow"
+            )
+        self._nodes += nodes
+        if self._nodes > MAX_DOCUMENT_SCHEMA_NODES:
+            raise DocumentTooComplexError(
+                f"{where}: the document's schemas expand to more than {MAX_DOCUMENT_SCHEMA_NODES} nodes once "
+                "their $refs are inlined; keep only the paths the agent needs in the document"
+            )
         return result
 
     def _translate(
         self, schema: Any, *, where: str, active: tuple[str, ...], depth: int
-    ) -> tuple[dict[str, Any], bool]:
-        """Returns the translated schema and whether a cycle or depth cut happened inside it."""
+    ) -> tuple[dict[str, Any], bool, int]:
+        """The translated schema, whether a cycle or depth cut happened inside it, and its node count."""
         if schema is True or schema is None:
-            return {}, False
+            return {}, False, 1
         if not isinstance(schema, Mapping):
             raise ConnectorError(f"{where}: a schema must be an object, got {type(schema).__name__}")
         if "$ref" in schema:
             ref, target = self.resolve_ref(schema["$ref"], where=where)
             if ref in active:
                 name = ref.rsplit("/", 1)[-1]
-                return {"type": "object", "description": f"(recursive: {name})"}, True
+                return {"type": "object", "description": f"(recursive: {name})"}, True, 3
             if len(active) >= _MAX_REF_CHAIN:  # a chain of distinct refs is bounded like nesting is
-                return {"description": "(reference chain truncated)"}, True
+                return {"description": "(reference chain truncated)"}, True, 2
             cached = self._cache.get(ref)
             if cached is not None:
-                return cached, False
-            result, cut = self._translate(target, where=ref, active=(*active, ref), depth=depth)
+                return cached[0], False, cached[1]
+            result, cut, nodes = self._translate(target, where=ref, active=(*active, ref), depth=depth)
             if not cut:
-                self._cache[ref] = result
-            return result, cut
+                self._cache[ref] = (result, nodes)
+            return result, cut, nodes
         if depth > _MAX_DEPTH:
-            return {"description": "(nesting truncated)"}, True
+            return {"description": "(nesting truncated)"}, True, 2
         out: dict[str, Any] = {}
         cut = False
+        nodes = 1 + len(schema)  # this object and its keywords; subschemas add theirs below
         deeper = depth + 1
         for key, value in schema.items():
             if key in _KEEP:
@@ -140,10 +160,13 @@ class SchemaTranslator:
                     raise ConnectorError(f"{where}/properties: must be an object of schemas")
                 props: dict[str, Any] = {}
                 for name, sub in value.items():
-                    props[name], sub_cut = self._translate(
+                    props[name], sub_cut, sub_nodes = self._translate(
                         sub, where=f"{where}/properties/{name}", active=active, depth=deeper
                     )
                     cut = cut or sub_cut
+                    nodes += sub_nodes
+                    if nodes > MAX_SCHEMA_NODES:  # stop early: the caller refuses it anyway
+                        return out, cut, nodes
                 out["properties"] = props
             elif key == "required":
                 if value:
@@ -152,20 +175,24 @@ class SchemaTranslator:
                 if isinstance(value, bool):
                     out[key] = value
                 else:
-                    out[key], sub_cut = self._translate(
+                    out[key], sub_cut, sub_nodes = self._translate(
                         value, where=f"{where}/{key}", active=active, depth=deeper
                     )
                     cut = cut or sub_cut
+                    nodes += sub_nodes
             elif key in _SUBSCHEMA_LISTS:
                 if not isinstance(value, list):
                     raise ConnectorError(f"{where}/{key}: must be a list of schemas")
                 subs = []
                 for index, sub in enumerate(value):
-                    translated, sub_cut = self._translate(
+                    translated, sub_cut, sub_nodes = self._translate(
                         sub, where=f"{where}/{key}/{index}", active=active, depth=deeper
                     )
                     subs.append(translated)
                     cut = cut or sub_cut
+                    nodes += sub_nodes
+                    if nodes > MAX_SCHEMA_NODES:
+                        return out, cut, nodes
                 out[key] = subs
             elif key in ("exclusiveMinimum", "exclusiveMaximum"):
                 # OpenAPI 3.0 uses draft-4 booleans; JSON Schema 2019+ wants the bound itself.
@@ -188,7 +215,7 @@ class SchemaTranslator:
             del out["maximum"]
         if schema.get("nullable") is True:
             out = _nullable(out)
-        return out, cut
+        return out, cut, nodes
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
