@@ -378,8 +378,8 @@ class ControlPlane:
     startup_seconds: float = field(init=False, default=0.0)
     # Seconds from start() until each awaited condition held, in order: where start-up time goes.
     phase_seconds: dict[str, float] = field(init=False, default_factory=dict)
-    _ca: pki.KeyPair | None = field(init=False, default=None)
-    _admin: pki.KeyPair | None = field(init=False, default=None)
+    _ca: pki.KeyPair | None = field(init=False, default=None, repr=False)  # a key: never in test output
+    _admin: pki.KeyPair | None = field(init=False, default=None, repr=False)
     _stopped: bool = field(init=False, default=False)
     _began: float = field(init=False, default=0.0)
 
