@@ -291,9 +291,15 @@ def chart_identity(
         check=True,
         timeout=120,
     ).stdout
-    docs = [doc for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] in IDENTITY_KINDS]
+    rendered_docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    docs = [doc for doc in rendered_docs if doc["kind"] in IDENTITY_KINDS]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
-    account = next(doc for doc in docs if doc["kind"] == "ServiceAccount")["metadata"]["name"]
+    operator = next(
+        doc
+        for doc in rendered_docs
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"].endswith("-operator")
+    )
+    account = operator["spec"]["template"]["spec"]["serviceAccountName"]
     return cluster.service_account_kubeconfig(namespace=namespace, name=account)
 
 
