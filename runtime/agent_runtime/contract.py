@@ -34,6 +34,8 @@ BUNDLE_MOUNT_DIR: Final = "/etc/agent-engine/bundle"
 BUNDLE_INDEX_KEY: Final = "index.yaml"
 BUNDLE_INDEX_PATH: Final = f"{BUNDLE_MOUNT_DIR}/{BUNDLE_INDEX_KEY}"
 BUNDLE_PATH_ENV: Final = "AGENTIC_CONNECTOR_BUNDLE_PATH"
+# The bundle's digest as the operator rendered it: the AER and Tool Pod refuse to start on any other bundle.
+BUNDLE_DIGEST_ENV: Final = "AGENTIC_CONNECTOR_BUNDLE_DIGEST"
 
 # Tenant code.
 ENTRYPOINT_ENV: Final = "AGENT_ENTRYPOINT"

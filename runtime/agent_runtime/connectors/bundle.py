@@ -129,6 +129,12 @@ def read_bundle(index_path: str | Path) -> tuple[list[ToolDefinitions], str]:
             raise ConnectorError(
                 f"bundle index entry {entry.name!r}: file {entry.file!r} is missing next to the index"
             ) from None
+        # The index's hashes make the bundle tamper-evident: a file changed after the build is refused.
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != entry.sha256:
+            raise ConnectorError(
+                f"bundle index entry {entry.name!r}: file {entry.file!r} does not match the sha256 the index "
+                "lists; the bundle was changed after it was built: rebuild it"
+            )
         connectors.append(ToolDefinitions.loads(text, where=f"bundle file {entry.file}"))
     return connectors, hashlib.sha256(index_bytes).hexdigest()
 

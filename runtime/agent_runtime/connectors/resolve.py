@@ -18,6 +18,7 @@ from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.toolyaml import ToolYaml, materialize_connector
 
 BUNDLE_PATH_ENV = "AGENTIC_CONNECTOR_BUNDLE_PATH"
+BUNDLE_DIGEST_ENV = "AGENTIC_CONNECTOR_BUNDLE_DIGEST"
 AGENT_CONFIG_ENV = "AGENT_CONFIG_PATH"
 _EMPTY_DIGEST = build_bundle([]).digest
 
@@ -51,12 +52,20 @@ class AgentConnectors(BaseModel):
 def resolve_runtime_bundle(
     *, env: Mapping[str, str] | None = None, agent_config: Path | None = None
 ) -> RuntimeBundle:
-    """Bundle index from AGENTIC_CONNECTOR_BUNDLE_PATH; else agent.yaml's connectors; else nothing."""
+    """Bundle index from AGENTIC_CONNECTOR_BUNDLE_PATH (checked against AGENTIC_CONNECTOR_BUNDLE_DIGEST
+    when set); else agent.yaml's connectors; else nothing."""
     environ = os.environ if env is None else env
     bundle_path = environ.get(BUNDLE_PATH_ENV, "").strip()
     if bundle_path:
         refuse_url(bundle_path, field=BUNDLE_PATH_ENV)
         connectors, digest = read_bundle(bundle_path)
+        expected = environ.get(BUNDLE_DIGEST_ENV, "").strip()
+        if expected and expected != digest:
+            raise ConnectorError(
+                f"{BUNDLE_PATH_ENV}: the bundle's digest {digest[:12]} is not the {expected[:12]} that "
+                f"{BUNDLE_DIGEST_ENV} names; the mounted bundle was replaced after it was rendered: "
+                "refusing to start"
+            )
         return RuntimeBundle(connectors=connectors, digest=digest, source="bundle")
     config = agent_config or (
         Path(environ[AGENT_CONFIG_ENV]) if environ.get(AGENT_CONFIG_ENV, "").strip() else None
