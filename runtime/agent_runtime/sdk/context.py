@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -50,10 +50,15 @@ class RunState:
     platform_failure: str | None = None
     # The first suspension the OE confirmed; it stands even if agent code swallows the signal.
     suspension: SuspendRequested | None = None
+    # A framework that resumes from its own checkpoint (LangGraph) numbers the steps itself, so a resumed
+    # run gives each replayed call the number it had (Decision 4); None: count 1, 2, 3...
+    step_source: Callable[[], int] | None = field(default=None, repr=False)
     _steps: Iterator[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
     def allocate_step(self) -> int:
         """The next step number, 1, 2, 3... in the order calls are made (Decision 4)."""
+        if self.step_source is not None:
+            return self.step_source()
         return next(self._steps)
 
 
@@ -70,6 +75,11 @@ def current_run() -> RunState:
             "are made only inside the runnable the @app.entrypoint returns"
         )
     return run
+
+
+def active_run() -> RunState | None:
+    """The run this code belongs to, or None outside one."""
+    return _run_var.get()
 
 
 def current_context() -> RequestContext:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -37,6 +38,20 @@ def construction_context(*, tools: Sequence[dict[str, Any]], workspace_id: str =
         tools=tuple(tools),
         construction=True,
     )
+
+
+def _platform_model(model: Any) -> Any:
+    """A LangChain chat model registered with the base `app.llm` speaks LangChain messages: adapt it.
+
+    Only when langchain_core is already imported (a LangChain model cannot exist otherwise), so a Tool Pod
+    without the `langgraph` extra never imports it.
+    """
+    chat_models = sys.modules.get("langchain_core.language_models")
+    if chat_models is not None and isinstance(model, chat_models.BaseChatModel):
+        from agent_runtime.langgraph.llm_adapter import LangChainModelAdapter
+
+        return LangChainModelAdapter(model)
+    return model
 
 
 class _BadAnswerError(Exception):
@@ -125,6 +140,7 @@ class LLMCallService:
 
     @staticmethod
     async def _run(model: Any, call: InvokeLLMRequest) -> dict[str, Any]:
+        model = _platform_model(model)
         options = dict(call.options or {})
         # `stream` is a parameter of its own; an option of that name must not collide with it.
         stream = call.stream or bool(options.pop("stream", False))

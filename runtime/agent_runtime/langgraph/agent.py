@@ -1,0 +1,123 @@
+"""LangGraphAgent (LG-12): runs a compiled graph as one execution of the AER.
+
+- New run: `graph.ainvoke(input, {"configurable": {"thread_id": ...}})`, steps numbered 1, 2, 3...
+- Suspension: a governed call the OE holds surfaces as `interrupt()`; LangGraph saves the checkpoint with
+  the interrupted task pending (CP-06); this agent saves its step ledger with that checkpoint and ends the
+  run SUSPENDED.
+- Resume: the checkpoint is read back (CP-06), the ledger restored (Decision 4) and the graph continued
+  with `ainvoke(None, ...)`: LangGraph re-runs the interrupted task, its calls get their old numbers, and
+  the OE answers them from its replay cache or runs the approved one once. No resume value is passed: the
+  OE, not LangGraph, holds the reviewer's decision, and a stale value would answer a new interrupt.
+- No checkpoint on resume (a memory saver in another replica or a restarted process) is an error naming
+  the fix (CP-07), never a silent fresh start.
+- A graph compiled without a checkpointer cannot resume from one: its suspension ends the run as the base
+  SDK's does, and its resume re-runs the turn from the start against the replay cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic_core import to_jsonable_python
+
+from agent_runtime.langgraph.checkpointer import CHECKPOINT_SQLITE_PATH_ENV, MONGODB_URI_ENV
+from agent_runtime.langgraph.messages import to_platform
+from agent_runtime.langgraph.steps import StepLedger
+from agent_runtime.langgraph.suspend import GraphRun, graph_run_scope
+from agent_runtime.sdk.context import RequestContext, current_run
+
+INTERRUPT_KEY = "__interrupt__"
+
+
+class CheckpointMissingError(RuntimeError):
+    """A resume found no checkpoint of its own suspension (CP-07); the message names the fix."""
+
+
+class UngovernedInterruptError(RuntimeError):
+    """The graph stopped at an interrupt no OE-governed call asked for."""
+
+
+def graph_checkpointer(graph: Any) -> BaseCheckpointSaver | None:
+    """The saver a compiled graph was given, if any (`checkpointer=True/False/None` are not savers)."""
+    saver = getattr(graph, "checkpointer", None)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def is_compiled_graph(value: Any) -> bool:
+    return callable(getattr(value, "ainvoke", None)) and callable(getattr(value, "aget_state", None))
+
+
+def jsonable_state(value: Any) -> Any:
+    """A graph's output as JSON: messages as platform dicts, LangGraph's interrupt marker dropped."""
+    if isinstance(value, BaseMessage):
+        return to_platform(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable_state(v) for k, v in value.items() if k != INTERRUPT_KEY}
+    if isinstance(value, list | tuple):
+        return [jsonable_state(item) for item in value]
+    return to_jsonable_python(value, fallback=repr)
+
+
+class LangGraphAgent:
+    """One compiled graph of a LangGraph App, run by the AER per execution."""
+
+    def __init__(self, graph: Any, *, thread_id: Callable[[RequestContext], str]) -> None:
+        self.graph = graph
+        self._thread_id = thread_id
+
+    async def ainvoke(self, value: Any) -> Any:
+        run = current_run()
+        context = run.context
+        thread_id = self._thread_id(context)
+        config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+        checkpointer = graph_checkpointer(self.graph)
+        ledger = StepLedger(execution_id=context.execution_id)
+        graph_input = value
+        if context.resume and checkpointer is not None:
+            ledger = await self._restored_ledger(checkpointer, config, thread_id=thread_id)
+            graph_input = None
+        run.step_source = ledger.allocate
+        with graph_run_scope(GraphRun(ledger=ledger, checkpointed=checkpointer is not None)):
+            result = await self.graph.ainvoke(graph_input, config)
+        if run.suspension is not None and run.platform_failure is None and checkpointer is not None:
+            await self._save_ledger(checkpointer, config, ledger)
+            raise run.suspension
+        if run.suspension is None and isinstance(result, Mapping) and result.get(INTERRUPT_KEY):
+            raise UngovernedInterruptError(
+                "the graph stopped at a LangGraph interrupt that no governed call asked for; the platform "
+                "resumes only what the OE holds: ask for review with app.suspend(...) in a tool, mark the "
+                "tool sensitive=True, or name it in the Agent's requireApproval policy"
+            )
+        return jsonable_state(result)
+
+    async def _restored_ledger(
+        self, checkpointer: BaseCheckpointSaver, config: dict[str, Any], *, thread_id: str
+    ) -> StepLedger:
+        execution_id = current_run().context.execution_id
+        found = await checkpointer.aget_tuple(config)
+        if found is None:
+            raise CheckpointMissingError(
+                f"resuming execution {execution_id!r}: no checkpoint for thread {thread_id!r}. A memory "
+                "checkpointer loses them with the process (or lives in another replica); set "
+                f"{MONGODB_URI_ENV} for the AER (or {CHECKPOINT_SQLITE_PATH_ENV} on a kept volume)"
+            )
+        ledger = StepLedger.from_pending_writes(found.pending_writes, execution_id=execution_id)
+        if ledger is None:
+            raise CheckpointMissingError(
+                f"resuming execution {execution_id!r}: the latest checkpoint of thread {thread_id!r} is not "
+                "the one its suspension saved (another turn ran on the thread since); start a new execution"
+            )
+        return ledger
+
+    @staticmethod
+    async def _save_ledger(
+        checkpointer: BaseCheckpointSaver, config: dict[str, Any], ledger: StepLedger
+    ) -> None:
+        found = await checkpointer.aget_tuple(config)
+        if found is None:
+            raise CheckpointMissingError("the graph suspended but saved no checkpoint to resume from")
+        task_id, writes = ledger.write()
+        await checkpointer.aput_writes(found.config, writes, task_id)
