@@ -8,6 +8,7 @@ about 20 µs a sentence on one core, where a transformer of the same quality nee
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,8 +28,23 @@ _TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
 _INLINE_TEXTS = 32
 
 
+def _import_quietly() -> None:
+    """Import wordllama, undoing the `logging.basicConfig(level=INFO)` it runs at import time: that would
+    give a process without logging set up a root handler printing every library's INFO records."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        import wordllama.inference  # noqa: F401
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def _load() -> Any:
     try:
+        _import_quietly()
         import wordllama
         from safetensors import safe_open
         from tokenizers import Tokenizer

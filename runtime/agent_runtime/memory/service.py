@@ -147,12 +147,8 @@ class MemoryService:
         model: str | None,
         *,
         record_id: str,
-        created_at: float | None = None,
     ) -> tuple[MemoryRecord, bool]:
         now = time.time()
-        if created_at is None and body.id is not None:
-            existing = await self.store.get(partition, body.namespace, record_id)
-            created_at = existing.created_at if existing is not None else None
         record = MemoryRecord(
             id=record_id,
             kind=partition.kind,
@@ -162,7 +158,7 @@ class MemoryService:
             namespace=body.namespace,
             content=body.content,
             metadata=body.metadata,
-            created_at=created_at if created_at is not None else now,
+            created_at=now,
             updated_at=now,
             embedding_model=model,
             session_id=body.session_id,
@@ -173,6 +169,8 @@ class MemoryService:
             parent_id=body.parent_id,
         )
         replaced = await self.store.put(record, vector)
+        if replaced is not None:
+            record = record.model_copy(update={"created_at": replaced.created_at})
         return record, replaced is None
 
     async def _write_category(
@@ -187,14 +185,7 @@ class MemoryService:
             raise Conflict("too_many_categories", f"the namespace holds {taxonomy.MAX_CATEGORIES} categories")
         if existing is not None and tree.would_cycle(record_id, body.parent_id):
             raise Conflict("cycle", f"parent_id {body.parent_id!r} is {record_id!r} or below it")
-        return await self._put(
-            partition,
-            body,
-            vector,
-            model,
-            record_id=record_id,
-            created_at=existing.created_at if existing is not None else time.time(),
-        )
+        return await self._put(partition, body, vector, model, record_id=record_id)
 
     async def get(self, kind: Kind, scope: ScopeBody, record_id: str) -> RecordView:
         partition = self.partition(kind, org_id=scope.org_id, user_id=scope.user_id)

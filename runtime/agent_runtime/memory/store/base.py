@@ -26,9 +26,10 @@ class MemoryStore(Protocol):
     async def put(
         self, record: MemoryRecord, vector: Vector | None, *, keep_vector: bool = False
     ) -> MemoryRecord | None:
-        """Insert or replace the record with its key; the record it replaced (None: created). The new
-        record has `vector` (normalized, in `record.embedding_model`'s space) or none, unless `keep_vector`
-        keeps the replaced record's vector (a change of metadata or place only)."""
+        """Insert or replace the record with its key; the record it replaced (None: created), whose
+        `created_at` the new one keeps. The new record has `vector` (normalized, in the space of
+        `record.embedding_model`) or none, unless `keep_vector` keeps the replaced record's vector (a
+        change of metadata or place only)."""
 
     async def get(self, partition: Partition, namespace: str, record_id: str) -> MemoryRecord | None: ...
 

@@ -10,6 +10,7 @@ namespace, which SQLite's in-process matrices avoid for a single replica.
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from collections.abc import Hashable
 from typing import Any
@@ -122,6 +123,10 @@ class MongoStore:
         doc_id = _doc_id(record.partition, record.namespace, record.id)
         async with self._lock(doc_id):
             old = await self._col().find_one({"_id": doc_id})
+            if old is not None:
+                # A replacement is the same record changed: it keeps the time it was first written.
+                created_at = json.loads(old["record"])["created_at"]
+                record = record.model_copy(update={"created_at": created_at})
             if keep_vector and old is not None and old.get("vector") is not None:
                 vector = from_bytes(bytes(old["vector"]))
                 record = record.model_copy(update={"embedding_model": old["embedding_model"]})

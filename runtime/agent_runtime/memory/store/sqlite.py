@@ -183,6 +183,10 @@ class SqliteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             row = db.execute(_GET_WITH_VECTOR, key).fetchone()
+            if row is not None:
+                # A replacement is the same record changed: it keeps the time it was first written.
+                created_at = json.loads(row[0])["created_at"]
+                record = record.model_copy(update={"created_at": created_at})
             if keep_vector and row is not None and row[1] is not None:
                 vector = from_bytes(row[1])
                 record = record.model_copy(update={"embedding_model": row[2]})
