@@ -48,6 +48,14 @@ def stable_message_id(message: Mapping[str, Any]) -> str:
     return f"ae-{digest[:32]}"
 
 
+def _without_random_id(message: dict[str, Any]) -> dict[str, Any]:
+    """LangGraph gives input and tool messages random ids (add_messages); the model needs none, and the
+    OE's fingerprint of a replayed call must not change. AI message ids are stable (see above)."""
+    if message["type"] != "ai":
+        message.pop("id", None)
+    return message
+
+
 class GovernedChatModel(BaseChatModel):
     """A chat model whose calls the OE polices, audits and replays; the model itself runs in the Tool Pod."""
 
@@ -100,7 +108,9 @@ class GovernedChatModel(BaseChatModel):
         if stop:
             kwargs["stop"] = list(stop)
         try:
-            sent = to_platform_messages(complete_stopped_tool_calls(messages))
+            sent = [
+                _without_random_id(m) for m in to_platform_messages(complete_stopped_tool_calls(messages))
+            ]
             answer = await self.secure.ainvoke(sent, tools=tools, **kwargs)
         except SuspendRequested as signal:
             surface_suspension(signal)
