@@ -3,8 +3,8 @@
 A real server (`RUNNER_MODE=memory`, SQLite, the packaged WordLlama model) on loopback. The corpus is the
 60 facts of `data/memory_paraphrases.json` hidden among 9,940 generated distractor sentences, in one
 namespace of one user. Prints:
-- writes/s over HTTP (8 in flight), against embedding the same texts and inserting them into a bare SQLite
-  table in this process (no HTTP, no index upkeep);
+- writes/s over HTTP (8 in flight) and through the service in this process (no HTTP), against embedding
+  the same texts and inserting them into a bare SQLite table in this process (no index, no record JSON);
 - search p50/p99 over HTTP and inside the service (no HTTP), against brute force: read every vector of
   the namespace from the SQLite file and score them all with numpy, per query;
 - the server's peak RSS, against a process that holds the same 10,000 texts and vectors in plain lists and
@@ -249,6 +249,30 @@ def baseline_writes(texts: list[str], tmp: Path) -> float:
     return elapsed
 
 
+def service_writes(texts: list[str], tmp: Path) -> float:
+    """Seconds to write the same texts through MemoryService in this process: the server without HTTP."""
+    from agent_runtime.memory.local_model import LocalEmbedder
+    from agent_runtime.memory.service import MemoryService
+    from agent_runtime.memory.store.sqlite import SqliteStore
+    from agent_runtime.memory.wire import Kind, WriteBody
+
+    async def run() -> float:
+        store = SqliteStore(tmp / "service.db")
+        await store.open()
+        embedder = LocalEmbedder()
+        embedder.load()
+        service = MemoryService(store=store, embedder=embedder, workspace_id="bench.memory")
+        bodies = [WriteBody(**SCOPE, id=f"r{i:05}", content=text) for i, text in enumerate(texts)]
+        started = time.perf_counter()
+        for body in bodies:
+            await service.write(Kind.SEMANTIC, body)
+        elapsed = time.perf_counter() - started
+        await store.close()
+        return elapsed
+
+    return asyncio.run(run())
+
+
 def http_search_latencies(url: str, queries: list[str]) -> tuple[list[float], list[list[str]]]:
     latencies, answers = [], []
     with httpx.Client(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
@@ -363,11 +387,13 @@ def main() -> None:
         server = Server(tmp)
         try:
             seconds = asyncio.run(write_all(server.url, texts))
+            service_seconds = service_writes(texts, tmp)
             base_seconds = baseline_writes(texts, tmp)
+            n = len(texts)
             print(
-                f"writes/s       server over HTTP ({WRITERS} in flight): {len(texts) / seconds:8.0f}   "
-                f"baseline embed + bare SQLite insert in-process: {len(texts) / base_seconds:8.0f}   "
-                f"(server at {base_seconds / seconds:.2f}x the baseline's rate)"
+                f"writes/s       server over HTTP ({WRITERS} in flight): {n / seconds:7.0f}   "
+                f"in-process service, one at a time: {n / service_seconds:7.0f}   "
+                f"baseline embed + bare SQLite insert: {n / base_seconds:7.0f}"
             )
 
             http_lat, http_answers = http_search_latencies(server.url, queries)
