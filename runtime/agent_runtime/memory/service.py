@@ -234,6 +234,8 @@ class MemoryService:
             hits = [(record, None) for record in records]
         else:
             query, model = await self._query_vector(body)
+            if not np.any(query):
+                return []  # no word the model knows: nothing is closer than anything else
             found = await self.store.nearest(
                 partition,
                 selector,
@@ -265,7 +267,7 @@ class MemoryService:
         assert prefix is not None
         return NamespaceSelector(prefix, prefix=True)
 
-    async def list(self, kind: Kind, body: ListBody) -> list[RecordView]:
+    async def list_window(self, kind: Kind, body: ListBody) -> list[RecordView]:
         """A window of records in time order (episodic: when they happened)."""
         if body.session_id is not None and kind is not Kind.EPISODIC:
             raise InvalidRequest("session_id", f"is for episodic records; {kind.value} records have none")

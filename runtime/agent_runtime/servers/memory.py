@@ -162,7 +162,7 @@ def build_memory_routes(service: MemoryService, metrics: MemoryMetrics) -> list[
         return _json(RecordsAnswer(results=await service.search(kind, await _parse(request, SearchBody))))
 
     async def list_records(request: Request, kind: Kind) -> Response:
-        return _json(RecordsAnswer(results=await service.list(kind, await _parse(request, ListBody))))
+        return _json(RecordsAnswer(results=await service.list_window(kind, await _parse(request, ListBody))))
 
     async def namespaces(request: Request, kind: Kind) -> Response:
         names = await service.namespaces(kind, await _parse(request, NamespacesBody))

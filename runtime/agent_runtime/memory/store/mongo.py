@@ -229,22 +229,24 @@ class MongoStore:
             return []
         matrix = np.frombuffer(b"".join(bytes(doc["vector"]) for doc in docs), dtype="<f4")
         scores = matrix.reshape(len(docs), dimension).astype(np.float32, copy=False) @ query
+        if keep is None:
+            best = top_k(scores, limit)
+            wanted = [docs[i]["_id"] for i in best]
+            fetched = {
+                doc["_id"]: doc async for doc in self._col().find({"_id": {"$in": wanted}}, {"record": 1})
+            }
+            return [
+                (MemoryRecord.model_validate_json(fetched[docs[i]["_id"]]["record"]), float(scores[i]))
+                for i in best
+                if docs[i]["_id"] in fetched
+            ]
         found: list[tuple[MemoryRecord, float]] = []
-        order = np.argsort(-scores, kind="stable") if keep is not None else top_k(scores, limit)
-        for i in order:
-            doc = docs[i]
-            if keep is not None:
-                record = MemoryRecord.model_validate_json(doc["record"])
-                if not keep(record.metadata):
-                    continue
-            else:
-                fetched = await self._col().find_one({"_id": doc["_id"]}, {"record": 1})
-                if fetched is None:
-                    continue
-                record = MemoryRecord.model_validate_json(fetched["record"])
-            found.append((record, float(scores[i])))
-            if len(found) == limit:
-                break
+        for i in np.argsort(-scores, kind="stable"):
+            record = MemoryRecord.model_validate_json(docs[i]["record"])
+            if keep(record.metadata):
+                found.append((record, float(scores[i])))
+                if len(found) == limit:
+                    break
         return found
 
     async def namespaces(
