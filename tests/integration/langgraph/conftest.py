@@ -1,4 +1,4 @@
-"""LangGraph fixtures: one FerretDB for the session (the MongoDB wire protocol, over SQLite)."""
+"""LangGraph fixtures: one FerretDB for the session (the MongoDB wire protocol, over SQLite), an LLM peer."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.ferretdb import FerretDBUnavailable, running_ferretdb
+from tests.integration.loop.harness import LLM_KEY
+from tests.providers.llm_peer import RunningLLMPeer, running_llm_peer
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +19,10 @@ def ferretdb_uri() -> Iterator[str]:
             yield uri
     except FerretDBUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def llm_peer() -> Iterator[RunningLLMPeer]:
+    """The loopback chat-completions peer, with the key the loop harness gives the Tool Pod."""
+    with running_llm_peer(api_key=LLM_KEY) as peer:
+        yield peer

@@ -1,0 +1,1 @@
+"""An example LangGraph agent for Agent Engine."""
