@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin
+.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers
 
 venv: $(STAMP)
 
@@ -26,7 +26,7 @@ fmt: venv
 	$(VENV)/bin/ruff format .
 
 # Every tier this machine can run: unit, integration, cluster (e2e needs Docker: make e2e-kind).
-test: lint cluster-bins ferretdb-bin
+test: lint cluster-bins ferretdb-bin peers
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv
@@ -44,6 +44,11 @@ cluster-bins: venv
 # ~/.cache/agent-engine (a no-op once there).
 ferretdb-bin:
 	bash tests/integration/build_ferretdb.sh
+
+# PostgreSQL, MariaDB and Dovecot from Debian's packages for the built-in connector tests (installed when
+# missing; the tests start private instances on loopback).
+peers:
+	bash tests/peers/install.sh
 
 cluster-up: venv cluster-bins
 	$(PY) -m tests.cluster.controlplane up

@@ -1,0 +1,211 @@
+"""`mysql`: an external MySQL or MariaDB database through aiomysql (`mysql.query`, `mysql.execute`).
+
+Reads run as `START TRANSACTION READ ONLY` with a statement time limit and are rolled back; rows come from
+an unbuffered cursor, `limit + 1` at most. Connections are opened without the multi-statements capability
+(aiomysql always asks for it), so the server itself refuses `a; b` behind the guard and the READ ONLY
+transaction. The session's sql_mode is pinned to what the guard's lexer assumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from agent_runtime.connectors.builtin._sql import BaseSqlConnector, sql_config_schema, sql_tools
+from agent_runtime.connectors.framework import QUERY_ERROR, READ_ONLY_VIOLATION, BuiltinToolError
+
+# No ANSI_QUOTES ("..." stays a string) and no NO_BACKSLASH_ESCAPES (\' stays an escape): the guard's lexer.
+SQL_MODE = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION,ONLY_FULL_GROUP_BY"
+_AUTH_CODES = frozenset((1045, 1044, 1698))
+_FORBIDDEN_CODES = frozenset((1142, 1143, 1227, 1370))
+_READ_ONLY_CODES = frozenset((1792, 1290))  # write in a READ ONLY transaction; --read-only server
+_TIMEOUT_CODES = frozenset((1969, 3024, 1317))  # max_statement_time (MariaDB), MAX_EXECUTION_TIME, killed
+_CONNECT_CODES = frozenset((2002, 2003, 2005, 2006, 2013, 2055))
+
+
+class MysqlConnector(BaseSqlConnector):
+    type = "mysql"
+    description = "An external MySQL or MariaDB database: guarded read-only queries and approved writes."
+    dialect = "mysql"
+    config_schema = sql_config_schema(default_port=3306)
+    tools = sql_tools("mysql", "MySQL/MariaDB")
+
+    def __init__(self, config: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._idle: list[Any] = []
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def _open(self, env: Mapping[str, str]) -> Any:
+        import aiomysql
+        from pymysql.constants import CLIENT
+
+        config = self.config
+        conn = aiomysql.Connection(
+            host=config["host"],
+            port=config["port"],
+            user=config["user"],
+            password=self.secret("password", env, required=False) or "",
+            db=config["database"],
+            connect_timeout=config["connect_timeout_s"],
+            autocommit=False,
+            sql_mode=f"'{SQL_MODE}'",  # aiomysql sends it unquoted
+            charset="utf8mb4",
+            ssl=_ssl(config["tls"]),
+            local_infile=False,
+        )
+        # aiomysql.connect() always adds CLIENT.MULTI_STATEMENTS; built by hand, the flag comes off before
+        # the handshake (aiomysql has no public switch for it).
+        conn.client_flag &= ~CLIENT.MULTI_STATEMENTS
+        await conn._connect()
+        conn._agent_mariadb = "mariadb" in (conn.get_server_info() or "").lower()
+        return conn
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, env: Mapping[str, str]) -> AsyncIterator[Any]:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._loop is not loop:
+            self._slots, self._loop, self._idle = asyncio.Semaphore(self.config["max_connections"]), loop, []
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                try:
+                    conn = await asyncio.wait_for(self._open(env), self.config["connect_timeout_s"] + 1)
+                except BuiltinToolError:
+                    raise
+                except Exception as exc:
+                    raise self._classify(exc) from None
+            healthy = False
+            try:
+                yield conn
+                healthy = True
+            finally:
+                if healthy and not conn.closed:
+                    self._idle.append(conn)
+                else:
+                    conn.close()
+
+    async def _limit_time(self, cursor: Any, conn: Any) -> None:
+        seconds = float(self.config["statement_timeout_s"])
+        if conn._agent_mariadb:
+            await cursor.execute(f"SET SESSION max_statement_time = {seconds:.3f}")
+        else:
+            await cursor.execute(f"SET SESSION MAX_EXECUTION_TIME = {int(seconds * 1000)}")
+
+    async def _read(
+        self, sql: str, params: Sequence[Any], *, limit: int, env: Mapping[str, str]
+    ) -> tuple[list[str], list[Sequence[Any]]]:
+        import aiomysql
+
+        budget = float(self.config["statement_timeout_s"]) + 5
+        try:
+            async with self._connection(env) as conn:
+                try:
+                    async with asyncio.timeout(budget):
+                        cursor = await conn.cursor(aiomysql.SSCursor)
+                        await self._limit_time(cursor, conn)
+                        await cursor.execute("START TRANSACTION READ ONLY")
+                        try:
+                            await cursor.execute(sql, tuple(params) if params else None)
+                            columns = [d[0] for d in cursor.description or ()]
+                            rows = await cursor.fetchmany(limit)
+                            await cursor.close()  # reads what is left of an unbuffered result
+                        finally:
+                            await conn.rollback()
+                except BaseException:
+                    conn.close()  # its state is unknown; never give it to the next call
+                    raise
+        except BuiltinToolError:
+            raise
+        except Exception as exc:
+            raise self._classify(exc) from None
+        return columns, [tuple(row) for row in rows]
+
+    async def _write(self, sql: str, params: Sequence[Any], *, env: Mapping[str, str]) -> dict[str, Any]:
+        budget = float(self.config["statement_timeout_s"]) + 5
+        try:
+            async with self._connection(env) as conn:
+                try:
+                    async with asyncio.timeout(budget):
+                        cursor = await conn.cursor()
+                        await self._limit_time(cursor, conn)
+                        await conn.begin()
+                        try:
+                            affected = await cursor.execute(sql, tuple(params) if params else None)
+                            await conn.commit()
+                        except BaseException:
+                            await conn.rollback()
+                            raise
+                        last_id = cursor.lastrowid
+                        await cursor.close()
+                except BaseException:
+                    conn.close()
+                    raise
+        except BuiltinToolError:
+            raise
+        except Exception as exc:
+            raise self._classify(exc) from None
+        return {"status": "OK", "rows_affected": affected, "last_insert_id": last_id or None}
+
+    async def _ping(self, env: Mapping[str, str]) -> None:
+        try:
+            async with self._connection(env) as conn:
+                cursor = await conn.cursor()
+                await cursor.execute("SELECT 1")
+                await cursor.close()
+        except BuiltinToolError:
+            raise
+        except Exception as exc:
+            raise self._classify(exc) from None
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _classify(self, exc: BaseException) -> BuiltinToolError:
+        import pymysql
+
+        where = f"MySQL at {self.config['host']}:{self.config['port']}"
+        code = exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None
+        if code in _READ_ONLY_CODES:
+            return BuiltinToolError(
+                READ_ONLY_VIOLATION, "the database refused a write inside a read-only query"
+            )
+        if code in _AUTH_CODES:
+            return BuiltinToolError(
+                "auth", f"{where} refused the credential of user {self.config['user']!r}; check the Secret"
+            )
+        if code in _FORBIDDEN_CODES:
+            return BuiltinToolError("forbidden", f"the database user may not do this: {_message(exc)}")
+        if code in _TIMEOUT_CODES:
+            return BuiltinToolError(
+                "timeout",
+                f"the statement ran longer than {self.config['statement_timeout_s']:g} s and was stopped",
+            )
+        if code in _CONNECT_CODES or isinstance(exc, OSError | ConnectionError):
+            return BuiltinToolError("connection", f"{where} could not be reached ({type(exc).__name__})")
+        if isinstance(exc, TimeoutError):
+            return BuiltinToolError("timeout", f"{where} did not answer in time")
+        if isinstance(exc, pymysql.err.MySQLError):
+            return BuiltinToolError(QUERY_ERROR, f"the database refused the statement: {_message(exc)}")
+        return BuiltinToolError("internal", f"the mysql call failed ({type(exc).__name__})")
+
+
+def _message(exc: BaseException) -> str:
+    args = getattr(exc, "args", ())
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    return " ".join(text.split())[:300]
+
+
+def _ssl(mode: str) -> Any:
+    if mode == "disable":
+        return None
+    context = ssl.create_default_context()
+    if mode == "require":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context

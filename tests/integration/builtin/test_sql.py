@@ -1,0 +1,387 @@
+"""postgres and mysql connectors against real PostgreSQL and MariaDB: the guard's corpora, caps, timeouts,
+bad credentials, unreachable servers, and `execute`."""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import pymysql
+import pytest
+
+from agent_runtime.connectors.builtin.mysql import MysqlConnector
+from agent_runtime.connectors.builtin.postgres import PostgresConnector
+from agent_runtime.connectors.errors import ToolArgumentError
+from agent_runtime.connectors.framework import BuiltinConnector, BuiltinToolError
+from tests.conftest import free_port
+from tests.integration.builtin.conftest import run
+from tests.integration.builtin.sql_corpus import PWNED, READS, TRICKS
+from tests.peers.servers import SqlServer
+
+ENV_NAME = "SHOP_DB_PASSWORD"
+_OUTCOMES: dict[str, Counter[str]] = {"postgres": Counter(), "mysql": Counter()}
+_FALSE_POSITIVES: dict[str, list[str]] = {"postgres": [], "mysql": []}
+
+PG_SCHEMA = [
+    "CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL, price numeric(10,2) NOT NULL)",
+    "CREATE TABLE orders (id serial PRIMARY KEY, item_id int, qty int, updated_at timestamptz DEFAULT now(), "
+    "deleted boolean DEFAULT false, created_by text DEFAULT 'ada', insert_ts timestamptz DEFAULT now())",
+    "CREATE TABLE reviews (id serial PRIMARY KEY, comment text)",
+    "CREATE TABLE numbers (n int PRIMARY KEY)",
+    "INSERT INTO items(name, price) VALUES ('apple', 3.5), ('pear', 12), (';', 1), ('b;c', 7)",
+    "INSERT INTO orders(item_id, qty) VALUES (1, 2), (2, 1)",
+    "INSERT INTO reviews(comment) VALUES ('good; really')",
+    "INSERT INTO numbers SELECT generate_series(1, 10000)",
+    "CREATE FUNCTION bump() RETURNS int LANGUAGE plpgsql VOLATILE AS "
+    "$$ BEGIN INSERT INTO items(name, price) VALUES ('bumped', 0); RETURN 1; END $$",
+    "CREATE PROCEDURE bump_proc() LANGUAGE SQL AS $$ INSERT INTO items(name, price) VALUES ('proc', 0) $$",
+]
+MYSQL_SCHEMA = [
+    "CREATE TABLE items (id int AUTO_INCREMENT PRIMARY KEY, name varchar(200) NOT NULL, price decimal(10,2))",
+    "CREATE TABLE orders (id int AUTO_INCREMENT PRIMARY KEY, item_id int, qty int, "
+    "updated_at timestamp DEFAULT CURRENT_TIMESTAMP, deleted boolean DEFAULT false, "
+    "created_by varchar(20) DEFAULT 'ada', insert_ts timestamp DEFAULT CURRENT_TIMESTAMP)",
+    "CREATE TABLE reviews (id int AUTO_INCREMENT PRIMARY KEY, comment text)",
+    "CREATE TABLE numbers (n int PRIMARY KEY)",
+    "INSERT INTO items(name, price) VALUES ('apple', 3.5), ('pear', 12), (';', 1), ('b;c', 7)",
+    "INSERT INTO orders(item_id, qty) VALUES (1, 2), (2, 1)",
+    "INSERT INTO reviews(comment) VALUES ('good; really')",
+    "INSERT INTO numbers SELECT seq FROM seq_1_to_10000",
+    "CREATE FUNCTION bump() RETURNS INT MODIFIES SQL DATA "
+    "BEGIN INSERT INTO items(name, price) VALUES ('bumped', 0); RETURN 1; END",
+    "CREATE PROCEDURE bump_proc() MODIFIES SQL DATA INSERT INTO items(name, price) VALUES ('proc', 0)",
+]
+
+
+def _pg_admin(server: SqlServer, sql: str) -> Any:
+    async def go() -> Any:
+        conn = await asyncpg.connect(**server.admin)
+        try:
+            return await conn.fetch(sql)
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def _maria_admin(server: SqlServer, sql: str) -> Any:
+    conn = pymysql.connect(**server.admin, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def pg(postgres: SqlServer) -> SqlServer:
+    _pg_admin(postgres, "CREATE EXTENSION IF NOT EXISTS dblink")
+    for statement in PG_SCHEMA:
+        _pg_admin(postgres, statement)
+    _pg_admin(postgres, f"ALTER TABLE items OWNER TO {postgres.user}")
+    for table in ("orders", "reviews", "numbers"):
+        _pg_admin(postgres, f"ALTER TABLE {table} OWNER TO {postgres.user}")
+    _pg_admin(postgres, f"ALTER FUNCTION bump() OWNER TO {postgres.user}")
+    return postgres
+
+
+@pytest.fixture(scope="module")
+def maria(mariadb: SqlServer) -> SqlServer:
+    _maria_admin(mariadb, "SET GLOBAL log_bin_trust_function_creators = 1")
+    for statement in MYSQL_SCHEMA:
+        _maria_admin(mariadb, statement)
+    return mariadb
+
+
+def connector(kind: str, server: SqlServer, **config: Any) -> BuiltinConnector:
+    cls = PostgresConnector if kind == "postgres" else MysqlConnector
+    return cls(
+        {
+            "host": server.host,
+            "port": server.port,
+            "database": server.database,
+            "user": server.user,
+            **config,
+        },
+        name="shop",
+        credentials={"password": ENV_NAME},
+    )
+
+
+def call(
+    conn: BuiltinConnector, tool: str, server: SqlServer, *, password: str | None = None, **args: Any
+) -> Any:
+    env = {ENV_NAME: server.password if password is None else password}
+
+    async def go() -> Any:
+        try:
+            return await conn.execute(tool, args, env=env)
+        finally:
+            await conn.aclose()
+
+    return run(go())
+
+
+def snapshot(kind: str, server: SqlServer) -> Any:
+    """Everything a write could change: tables, row contents, sequences, large objects, trick files."""
+    files = sorted(glob.glob(f"{PWNED}*"))
+    if kind == "postgres":
+        tables = _pg_admin(
+            server,
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
+        )
+        names = [row[0] for row in tables]
+        contents = {
+            name: _pg_admin(
+                server,
+                f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {name} t",  # noqa: S608 - table names from the catalog
+            )[0][0]
+            for name in names
+        }
+        extra = _pg_admin(server, "SELECT last_value, is_called FROM items_id_seq")[0]
+        objects = _pg_admin(server, "SELECT count(*) FROM pg_largeobject_metadata")[0][0]
+        columns = _pg_admin(
+            server, "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'public'"
+        )
+        return names, contents, tuple(extra), objects, columns[0][0], files
+    tables = [row[0] for row in _maria_admin(server, "SHOW TABLES")]
+    sums = _maria_admin(server, f"CHECKSUM TABLE {', '.join(tables)}")
+    increments = _maria_admin(
+        server, "SELECT table_name, auto_increment FROM information_schema.tables WHERE table_schema = 'shop'"
+    )
+    columns = _maria_admin(
+        server, "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'shop'"
+    )
+    return tables, sums, sorted(increments), columns, files
+
+
+def _server(kind: str, pg: SqlServer, maria: SqlServer) -> SqlServer:
+    return pg if kind == "postgres" else maria
+
+
+@pytest.fixture(params=["postgres", "mysql"])
+def engine(
+    request: pytest.FixtureRequest, pg: SqlServer, maria: SqlServer
+) -> Iterator[tuple[str, SqlServer]]:
+    yield request.param, _server(request.param, pg, maria)
+
+
+# The bypass corpus -------------------------------------------------------------------------------------
+
+
+def test_the_corpus_has_at_least_40_tricks() -> None:
+    assert len(TRICKS) >= 40
+    assert len({t.name for t in TRICKS}) == len(TRICKS)
+
+
+@pytest.mark.parametrize("trick", TRICKS, ids=[t.name for t in TRICKS])
+def test_no_trick_writes(engine: tuple[str, SqlServer], trick: Any) -> None:
+    kind, server = engine
+    before = snapshot(kind, server)
+    try:
+        outcome = call(connector(kind, server), f"{kind}.query", server, sql=trick.sql)
+        category = "ran, wrote nothing"
+    except BuiltinToolError as exc:
+        category = exc.category
+        assert server.password not in exc.explanation
+        outcome = exc.explanation
+    _OUTCOMES[kind][category] += 1
+    assert snapshot(kind, server) == before, f"{trick.name}: the database changed ({outcome})"
+    assert category in (
+        "query_refused",
+        "read_only_violation",
+        "query_error",
+        "forbidden",
+        "ran, wrote nothing",
+    )
+
+
+def test_a_write_the_text_check_does_not_see_is_stopped_by_read_only(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    with pytest.raises(BuiltinToolError) as caught:
+        call(connector(kind, server), f"{kind}.query", server, sql="SELECT bump()")
+    assert caught.value.category == "read_only_violation"
+
+
+def test_data_modifying_cte_is_caught_by_the_keyword_check_first(pg: SqlServer) -> None:
+    with pytest.raises(BuiltinToolError) as caught:
+        call(
+            connector("postgres", pg),
+            "postgres.query",
+            pg,
+            sql="WITH d AS (DELETE FROM items RETURNING *) SELECT * FROM d",
+        )
+    assert caught.value.category == "query_refused"
+    assert "DELETE" in caught.value.explanation
+
+
+# Legitimate reads ----------------------------------------------------------------------------------------
+
+
+def _reads(kind: str) -> list[Any]:
+    return [r for r in READS if r.dialect in ("both", kind)]
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+def test_legitimate_reads(kind: str, pg: SqlServer, maria: SqlServer) -> None:
+    server = _server(kind, pg, maria)
+    refused: list[str] = []
+    for read in _reads(kind):
+        try:
+            result = call(
+                connector(kind, server), f"{kind}.query", server, sql=read.sql, params=list(read.params)
+            )
+        except BuiltinToolError as exc:
+            refused.append(f"{read.name}: {exc.category}: {exc.explanation}")
+            continue
+        assert result["row_count"] >= 0 and isinstance(result["columns"], list), read.name
+        json.dumps(result)
+    _FALSE_POSITIVES[kind] = refused
+    # The one refusal by design: C-06's keyword list includes COMMENT (quote the identifier instead).
+    assert [line.split(":")[0] for line in refused] == ["unquoted column named comment"], refused
+
+
+def test_semicolon_inside_strings_reads_the_right_rows(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    result = call(
+        connector(kind, server), f"{kind}.query", server, sql="SELECT name FROM items WHERE name = ';'"
+    )
+    assert result["rows"] == [[";"]]
+
+
+# Caps, timeouts, failures ------------------------------------------------------------------------------
+
+
+def test_default_cap_is_100_rows_and_truncated_says_more_matched(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    result = call(connector(kind, server), f"{kind}.query", server, sql="SELECT n FROM numbers ORDER BY n")
+    assert result["row_count"] == 100 and result["truncated"] is True
+    assert result["rows"][0] == [1] and result["rows"][-1] == [100]
+
+
+def test_limit_up_to_1000_and_no_more(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    result = call(connector(kind, server), f"{kind}.query", server, sql="SELECT n FROM numbers", limit=1000)
+    assert result["row_count"] == 1000 and result["truncated"] is True
+    with pytest.raises(ToolArgumentError, match="limit: must be at most 1000"):
+        call(connector(kind, server), f"{kind}.query", server, sql="SELECT n FROM numbers", limit=5000)
+
+
+def test_small_results_are_not_truncated(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    result = call(
+        connector(kind, server), f"{kind}.query", server, sql="SELECT n FROM numbers WHERE n <= 3", limit=3
+    )
+    assert result == {"columns": ["n"], "rows": [[1], [2], [3]], "row_count": 3, "truncated": False}
+
+
+def test_a_query_that_runs_too_long_is_a_timeout(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    sql = "SELECT count(*) FROM numbers a, numbers b, numbers c"
+    with pytest.raises(BuiltinToolError) as caught:
+        call(connector(kind, server, statement_timeout_s=0.5), f"{kind}.query", server, sql=sql)
+    assert caught.value.category == "timeout"
+
+
+def test_wrong_password_is_auth_and_names_no_password(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    wrong = "Wrong-Canary-1234"
+    with pytest.raises(BuiltinToolError) as caught:
+        call(connector(kind, server), f"{kind}.query", server, password=wrong, sql="SELECT 1")
+    assert caught.value.category == "auth"
+    assert wrong not in caught.value.explanation and server.password not in caught.value.explanation
+
+
+def test_unreachable_database_is_connection(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    conn = connector(kind, server, port=free_port(), connect_timeout_s=2)
+    with pytest.raises(BuiltinToolError) as caught:
+        call(conn, f"{kind}.query", server, sql="SELECT 1")
+    assert caught.value.category == "connection"
+
+
+def test_unknown_table_is_a_query_error_the_model_can_read(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    with pytest.raises(BuiltinToolError) as caught:
+        call(connector(kind, server), f"{kind}.query", server, sql="SELECT * FROM no_such_table")
+    assert caught.value.category == "query_error"
+    assert "no_such_table" in caught.value.explanation
+
+
+def test_test_connection(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    conn = connector(kind, server, connect_timeout_s=2)
+    env = {ENV_NAME: server.password}
+    ok = run(_tested(conn, env))
+    assert ok.ok, ok.detail
+    bad = run(_tested(connector(kind, server), {ENV_NAME: "nope"}))
+    assert not bad.ok and bad.detail.startswith("auth:")
+
+
+async def _tested(conn: BuiltinConnector, env: dict[str, str]) -> Any:
+    try:
+        return await conn.test_connection(env=env)
+    finally:
+        await conn.aclose()
+
+
+# execute -------------------------------------------------------------------------------------------------
+
+
+def test_execute_runs_one_write_and_commits(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    placeholder = "($1, $2)" if kind == "postgres" else "(%s, %s)"
+    result = call(
+        connector(kind, server),
+        f"{kind}.execute",
+        server,
+        sql=f"INSERT INTO reviews(id, comment) VALUES {placeholder}",  # noqa: S608
+        params=[777, "written; by execute"],
+    )
+    assert result["rows_affected"] == 1
+    read = call(connector(kind, server), f"{kind}.query", server, sql="SELECT * FROM reviews WHERE id = 777")
+    assert read["rows"] == [[777, "written; by execute"]]
+    call(connector(kind, server), f"{kind}.execute", server, sql="DELETE FROM reviews WHERE id = 777")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM items WHERE id = 1; DROP TABLE items",
+        "UPDATE items SET price = 0; COMMIT",
+        "BEGIN",
+        "COMMIT",
+        "SELECT 1 /*! ; DROP TABLE items */",
+        "",
+        "   ;  ",
+    ],
+)
+def test_execute_refuses_chaining_and_transaction_control(engine: tuple[str, SqlServer], sql: str) -> None:
+    kind, server = engine
+    if kind == "postgres" and "/*!" in sql:
+        pytest.skip("a MySQL executable comment is an ordinary comment to PostgreSQL")
+    before = snapshot(kind, server)
+    with pytest.raises((BuiltinToolError, ToolArgumentError)) as caught:
+        call(connector(kind, server), f"{kind}.execute", server, sql=sql)
+    if isinstance(caught.value, BuiltinToolError):
+        assert caught.value.category == "query_refused"
+    assert snapshot(kind, server) == before
+
+
+def test_report(pg: SqlServer, maria: SqlServer) -> None:
+    """Prints the corpus figures (run with -s); always passes once the corpus ran."""
+    print(
+        f"\nSQL guard corpus: {len(TRICKS)} tricks x 2 engines; outcomes: "
+        f"postgres {dict(_OUTCOMES['postgres'])}, mysql {dict(_OUTCOMES['mysql'])}; legitimate reads: "
+        f"postgres {len(_reads('postgres'))}, mysql {len(_reads('mysql'))}; false positives: "
+        f"postgres {len(_FALSE_POSITIVES['postgres'])}, mysql {len(_FALSE_POSITIVES['mysql'])}"
+    )
+    assert not os.path.exists(PWNED)
