@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 # The literal tool name that marks an LLM call on `/tool/execute` (Decision 3).
 INVOKE_LLM = "invoke_llm"
+# The step `app.suspend` takes when agent code (not a tool) calls it: the OE holds it like an approval and
+# answers it, once resumed, with the human's decision. The dot keeps it apart from every tenant tool name.
+AGENT_SUSPEND = "app.suspend"
 
 # Paths.
 AER_EXECUTE_PATH = "/execute"
@@ -39,6 +42,8 @@ INVALID_RESULT = "invalid_result"
 
 _ID = Field(min_length=1, max_length=256)
 
+# A call whose runner died while it ran: it may have taken effect, so it is never run again.
+OUTCOME_UNKNOWN = "outcome_unknown"
 
 class Request(BaseModel):
     """A body we receive: unknown fields are ignored, so an older receiver accepts a newer sender."""
@@ -96,6 +101,17 @@ class CallError(BaseModel):
 class AERExecuteRequest(Request):
     """`POST /execute` on the AER: start (or, with `resume`, re-run) one execution. Answered 202."""
 
+class SuspendReply(BaseModel):
+    """The human's answer to an agent-level `app.suspend` at `step`, handed to a resumed run up front: agent
+    code calls `app.suspend` synchronously, so its replayed answer cannot wait for a round trip."""
+
+    step: int = Field(ge=1)
+    reason: str
+    payload: Any = None
+    decision: Literal["approved", "rejected"]
+    reviewer_notes: str | None = None
+
+
     execution_id: str = _ID
     workspace_id: str = Field(default="", max_length=256)
     session_id: str | None = Field(default=None, max_length=256)
@@ -106,6 +122,7 @@ class AERExecuteRequest(Request):
 
 
 class AERExecutionStatus(BaseModel):
+    suspend_replies: list[SuspendReply] = Field(default_factory=list)
     """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it."""
 
     execution_id: str
@@ -137,7 +154,10 @@ CallStatus = Literal["success", "error", "suspend"]
 
 
 class ToolExecuteAnswer(BaseModel):
-    """The OE's answer; exactly one of: a denial, a callback route, or a final outcome (OE-06)."""
+    """The OE's answer; exactly one of: a denial, a callback route, or a final outcome (OE-06).
+
+    On a callback route, `args` (when set) are the arguments a reviewer approved: run the tool with them.
+    """
 
     step: int
     proceed: bool
@@ -151,6 +171,7 @@ class ToolExecuteAnswer(BaseModel):
     pod_name: str | None = None
 
 
+    args: dict[str, Any] | None = None
 class ToolResultRequest(Request):
     """`POST /tool/result`: the outcome of a local tool the AER ran after `route_to: "callback"`."""
 

@@ -21,9 +21,11 @@ from agent_runtime.oe.policy import Outcome, decide
 from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_entries
 from agent_runtime.oe.replay import Replay, decide_replay, fingerprint
 from agent_runtime.oe.runtimes import Runtimes, RuntimeUnavailable
-from agent_runtime.oe.store.base import AuditRecord, ExecutionRecord, StepRecord, Store
+from agent_runtime.oe.store.base import AuditRecord, ExecutionRecord, Review, StepRecord, Store
 from agent_runtime.protocol import (
     AER_LOST,
+    AGENT_SUSPEND,
+    OUTCOME_UNKNOWN,
     REJECTED_BY_REVIEWER,
     REPLAY_DIVERGED,
     AERExecuteRequest,
@@ -34,6 +36,7 @@ from agent_runtime.protocol import (
     InvokeLLMRequest,
     InvokeRequest,
     ReviewDecision,
+    SuspendReply,
     ToolExecuteAnswer,
     ToolExecuteRequest,
     ToolResultRequest,
@@ -63,6 +66,15 @@ class UnknownAgent(Exception):
     """No registration for the Agent named."""
 
 
+class BadReview(Exception):
+    """A resume body that is well formed but does not fit the suspension: 400 naming the field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
 class Registrations(Protocol):
     """What the engine needs of the registry: an Agent's registration by name."""
 
@@ -80,6 +92,7 @@ class Orchestrator:
         instance_id: str | None = None,
         clock: Callable[[], float] = time.time,
         aer_lost_after_s: float = 30.0,
+        run_restarts: int = 3,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -88,6 +101,9 @@ class Orchestrator:
         self.instance_id = instance_id or uuid.uuid4().hex
         self._clock = clock
         self._aer_lost_after_s = aer_lost_after_s
+        self._run_restarts = run_restarts
+        # Execution -> when the watchdog first could not reach its AER (a restart gets that long).
+        self._unreachable: dict[str, float] = {}
         self._inflight: dict[tuple[str, int], asyncio.Future[ToolExecuteAnswer]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # Agent -> (token digest, when, tools) learned from its AER (see `_tool_entry`).
@@ -124,7 +140,9 @@ class Orchestrator:
     async def get(self, execution_id: str, *, project_id: str | None = None) -> ExecutionRecord:
         record = await self.store.get_execution(execution_id)
         if record is None or (project_id is not None and record.project_id != project_id):
-            raise NotFound(execution_id)
+            # The same words whether it does not exist or belongs to another project.
+            where = f" in project {project_id!r}" if project_id is not None else ""
+            raise NotFound(f"no execution {execution_id!r}{where}")
         return record
 
     async def cancel(self, execution_id: str) -> ExecutionRecord:
@@ -146,86 +164,87 @@ class Orchestrator:
     async def resume(
         self, execution_id: str, review: ReviewDecision, *, project_id: str | None = None
     ) -> ExecutionRecord:
-        """Store the human decision at the suspended step, then re-run the agent from the start."""
+        """Record the human decision and re-run the agent from the start.
+
+        The decision is written with the state change, in one atomic write, and nothing runs here: the
+        replay applies it when the agent reaches the suspended step again (an approved call runs then, once,
+        through the same path as every call). So an OE that dies right after answering loses nothing, and a
+        second resume finds the execution running (409).
+        """
         record = await self.get(execution_id, project_id=project_id)
         if record.status is not S.SUSPENDED:
-            raise Conflict("not_suspended", f"the execution is {record.status.value}, not suspended")
+            raise Conflict("not_suspended", _not_suspended(record))
         reg = self.registry.get(record.agent)
         if reg is None:
             raise Conflict("agent_not_registered", f"Agent {record.agent!r} is no longer registered")
         suspension = record.suspension or {}
+        kind = str(suspension.get("kind") or "suspend")
+        if review.args is not None and review.decision != "approved":
+            raise BadReview(
+                "args", "edited arguments go with an approved decision only; drop args, or approve"
+            )
+        if review.args is not None and kind != APPROVAL_REQUIRED:
+            raise BadReview(
+                "args",
+                "this execution waits on app.suspend, not on the approval of a call, so there are no held "
+                "arguments to edit; drop args",
+            )
+        step = suspension.get("step")
+        reason = suspension.get("reason")
         now = self._clock()
-        # One resume wins: the state moves before anything is executed.
+        entry = Review(
+            step=step if isinstance(step, int) else None,
+            tool=suspension.get("tool") if isinstance(suspension.get("tool"), str) else None,
+            kind=kind,
+            decision=review.decision,
+            reviewer_notes=review.reviewer_notes,
+            args=review.args,
+            reason=reason if isinstance(reason, str) else None,
+            payload=suspension.get("payload"),
+            at=now,
+        )
+        # One resume wins: the decision and the state move together, before anything runs.
         updated = await self.store.transition(
             execution_id,
             from_states=frozenset({S.SUSPENDED}),
-            changes={"status": S.RUNNING, "suspension": None, "updated_at": now},
+            changes={
+                "status": S.RUNNING,
+                "suspension": None,
+                "reviews": [*record.reviews, entry],
+                "updated_at": now,
+            },
         )
         if updated is None:
-            raise Conflict("not_suspended", "the execution was resumed or cancelled meanwhile")
-        executed_args = await self._settle_suspended_step(updated, reg, suspension, review)
+            current = await self.get(execution_id)
+            raise Conflict("not_suspended", _not_suspended(current))
+        executed = None
+        if kind == APPROVAL_REQUIRED and review.decision == "approved":
+            executed = review.args if review.args is not None else suspension.get("args")
         await self._audit(
             updated,
             kind="resume",
-            step=suspension.get("step"),
-            tool=suspension.get("tool"),
+            step=entry.step,
+            tool=entry.tool,
             decision=review.decision,
             reason=review.reviewer_notes,
-            args={"requested": suspension.get("args"), "executed": executed_args},
+            args={"requested": suspension.get("args"), "executed": executed},
             secrets=self._secrets(reg),
             status="accepted",
         )
-        await self.events.publish(execution_id, type="resumed", data={"decision": review.decision})
+        await self.events.publish(
+            execution_id, type="resumed", step=entry.step, data={"decision": review.decision}
+        )
         self._spawn(self._start(updated, reg, resume=True))
         return updated
 
-    async def _settle_suspended_step(
-        self,
-        record: ExecutionRecord,
-        reg: AgentRegistration,
-        suspension: dict[str, Any],
-        review: ReviewDecision,
-    ) -> dict[str, Any] | None:
-        """Give the suspended step its final outcome; returns the arguments an approved call ran with."""
-        step_no = suspension.get("step")
-        if not isinstance(step_no, int):
-            return None  # suspended by the agent's own logic, outside any call: nothing to answer
-        step = await self.store.get_step(record.execution_id, step_no)
-        if step is None or step.outcome is None or step.outcome.status != "suspend":
-            return None
-        held = step.outcome.result if isinstance(step.outcome.result, dict) else {}
-        now = self._clock()
-        if held.get("kind") != APPROVAL_REQUIRED:
-            outcome = CallOutcome(
-                status="success",
-                result={"decision": review.decision, "reviewer_notes": review.reviewer_notes},
-            )
-            await self.store.finish_step(record.execution_id, step_no, outcome, at=now)
-            return None
-        if review.decision == "rejected":
-            note = review.reviewer_notes or "no notes"
-            outcome = CallOutcome(
-                status="error",
-                error=CallError(category=REJECTED_BY_REVIEWER, explanation=f"rejected by reviewer: {note}"),
-            )
-            await self.store.finish_step(record.execution_id, step_no, outcome, at=now)
-            return None
-        args = review.args if review.args is not None else dict(held.get("args") or {})
-        entry = await self._tool_entry(reg, step.tool)
-        if entry is not None and entry.location == "local":
-            # An approved local tool runs in the AER's own call stack when the replay reaches it; its
-            # `/tool/result` then replaces the held outcome.
-            approved = sorted({*record.approved_steps, step_no})
-            await self.store.update_execution(record.execution_id, {"approved_steps": approved})
-            return args
-        if held.get("llm"):
-            outcome = await self.runtimes.invoke_llm(reg, InvokeLLMRequest.model_validate(held["llm"]))
-        else:
-            outcome = await self.runtimes.execute_tool(
-                reg, tool=step.tool, arguments=args, execution_id=record.execution_id, step=step_no
-            )
-        await self.store.finish_step(record.execution_id, step_no, outcome, at=self._clock())
-        return args
+    async def pending_reviews(
+        self, project_id: str, *, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[ExecutionRecord], str | None]:
+        """The project's suspended executions, newest first: each waits for a human's decision."""
+        page = await self.store.list_executions(
+            project_id=project_id, status=S.SUSPENDED, limit=limit, cursor=cursor
+        )
+        return page.items, page.next_cursor
 
     # runtime API --------------------------------------------------------------------------------------
 
@@ -267,28 +286,46 @@ class Orchestrator:
                 tool=call.tool,
                 fingerprint=fp,
                 owner=self.instance_id,
+                run=record.runs,
                 created_at=now,
                 updated_at=now,
             )
         )
         replay = decide_replay(fp, existing)
-        entry = None if call.is_llm else await self._tool_entry(caller, call.tool)
         if replay.kind is Replay.DIVERGED:
             return await self._diverged(record, caller, call, recorded=replay.record)
         if replay.kind is Replay.CACHED:
             assert replay.record is not None and replay.record.outcome is not None
-            if call.step in record.approved_steps and replay.record.outcome.status == "suspend":
-                return await self._route_local(record, caller, call)
-            answer = _answer(call.step, replay.record.outcome, from_cache=True)
-            await self._audit_call(record, call, caller, decision="cached", route="cache", answer=answer)
-            await self.events.publish(
-                call.execution_id, type="step_finished", step=call.step, data=_step_data(call, answer)
-            )
-            return answer
+            review = record.review_at(call.step)
+            if replay.record.outcome.status == "suspend" and review is not None:
+                return await self._settle(record, caller, call, replay.record, review)
+            return await self._cached(record, caller, call, replay.record.outcome)
         if replay.kind is Replay.IN_PROGRESS:
-            # Stale claim: its OE died mid-call, or an approved local tool waits for the AER to run it.
+            assert replay.record is not None
+            # Claimed, never finished: its OE died mid-call, a retry lost its answer, or an approved call
+            # is running. Nothing here runs a call twice: the Tool Pod answers a call it already ran (or
+            # is running) at this (execution, step) from its memory, and a local tool claimed by an
+            # earlier run is never run again.
             await self.store.reset_step(call.execution_id, call.step, owner=self.instance_id, at=now)
+            held = replay.record.outcome
+            review = record.review_at(call.step)
+            if held is not None and held.status == "suspend" and review is not None:
+                return await self._run_approved(record, caller, call, replay.record, review)
         await self.store.note_step(call.execution_id, call.step, at=now)
+        return await self._decide(record, caller, call, prior=replay.record)
+
+    async def _decide(
+        self,
+        record: ExecutionRecord,
+        caller: AgentRegistration,
+        call: ToolExecuteRequest,
+        *,
+        prior: StepRecord | None,
+    ) -> ToolExecuteAnswer:
+        """A call the cache cannot answer: police it, then suspend, route it back or run it."""
+        if call.tool == AGENT_SUSPEND:
+            return await self._agent_suspend(record, caller, call)
+        entry = None if call.is_llm else await self._tool_entry(caller, call.tool)
         if entry is None and not call.is_llm:
             return await self._deny(
                 record, caller, call, f"unknown tool {call.tool!r}: the Agent has no such tool"
@@ -310,6 +347,8 @@ class Orchestrator:
                 record, caller, call, CallOutcome(status="suspend", result=held), decision="approval"
             )
         if entry is not None and entry.location == "local":
+            if prior is not None and prior.run < record.runs:
+                return await self._outcome_unknown(record, caller, call, prior)
             return await self._route_local(record, caller, call)
         await self.events.publish(
             call.execution_id,
@@ -327,12 +366,137 @@ class Orchestrator:
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
         return await self._finish(record, caller, call, outcome, decision="allow", route="tool_pod")
 
+    async def _cached(
+        self,
+        record: ExecutionRecord,
+        caller: AgentRegistration,
+        call: ToolExecuteRequest,
+        outcome: CallOutcome,
+    ) -> ToolExecuteAnswer:
+        answer = _answer(call.step, outcome, from_cache=True)
+        if outcome.status == "suspend":
+            # A replay that reaches a suspension nobody decided yet suspends again, on the same payload.
+            await self._hold(call.execution_id, outcome.result)
+        await self._audit_call(record, call, caller, decision="cached", route="cache", answer=answer)
+        await self.events.publish(
+            call.execution_id, type="step_finished", step=call.step, data=_step_data(call, answer)
+        )
+        return answer
+
+    async def _agent_suspend(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest
+    ) -> ToolExecuteAnswer:
+        """`app.suspend` in agent code: held at its step like an approval; answered later by the human."""
+        reason = call.args.get("reason")
+        held = {
+            "kind": "suspend",
+            "reason": reason if isinstance(reason, str) else "suspended",
+            "payload": call.args.get("payload"),
+            "step": call.step,
+            "tool": AGENT_SUSPEND,
+        }
+        return await self._finish(
+            record, caller, call, CallOutcome(status="suspend", result=held), decision="suspend"
+        )
+
+    async def _settle(
+        self,
+        record: ExecutionRecord,
+        caller: AgentRegistration,
+        call: ToolExecuteRequest,
+        step: StepRecord,
+        review: Review,
+    ) -> ToolExecuteAnswer:
+        """The replay reached a suspended step a human has decided: give it its final outcome."""
+        assert step.outcome is not None
+        held = step.outcome.result if isinstance(step.outcome.result, dict) else {}
+        if held.get("kind") != APPROVAL_REQUIRED:
+            # `app.suspend` (in a tool or in agent code): the step's answer is the human's decision.
+            decided = CallOutcome(
+                status="success",
+                result={"decision": review.decision, "reviewer_notes": review.reviewer_notes},
+            )
+            return await self._finish(record, caller, call, decided, decision="reviewed")
+        if review.decision == "rejected":
+            note = review.reviewer_notes or "no notes"
+            rejected = CallOutcome(
+                status="error",
+                error=CallError(category=REJECTED_BY_REVIEWER, explanation=f"rejected by reviewer: {note}"),
+            )
+            return await self._finish(record, caller, call, rejected, decision="rejected")
+        now = self._clock()
+        if await self.store.reopen_step(
+            call.execution_id, call.step, owner=self.instance_id, run=record.runs, at=now
+        ):
+            return await self._run_approved(
+                record, caller, call, step.model_copy(update={"run": record.runs}), review
+            )
+        # Another replica (or an earlier attempt) reopened it first.
+        current = await self.store.get_step(call.execution_id, call.step)
+        if current is None:
+            raise Conflict("step_lost", f"step {call.step} disappeared while it was being approved")
+        if current.state == "done" and current.outcome is not None:
+            return await self._cached(record, caller, call, current.outcome)
+        return await self._run_approved(record, caller, call, current, review)
+
+    async def _run_approved(
+        self,
+        record: ExecutionRecord,
+        caller: AgentRegistration,
+        call: ToolExecuteRequest,
+        step: StepRecord,
+        review: Review,
+    ) -> ToolExecuteAnswer:
+        """Run the call a reviewer approved, with the arguments the reviewer sent (or the held ones)."""
+        assert step.outcome is not None
+        held = step.outcome.result if isinstance(step.outcome.result, dict) else {}
+        args = review.args if review.args is not None else dict(held.get("args") or {})
+        entry = None if call.is_llm else await self._tool_entry(caller, step.tool)
+        if entry is not None and entry.location == "local":
+            if step.run < record.runs:
+                return await self._outcome_unknown(record, caller, call, step)
+            return await self._route_local(record, caller, call, args=args, decision="approved")
+        await self.events.publish(
+            call.execution_id,
+            type="step_started",
+            step=call.step,
+            data={"tool": step.tool, "route": "tool_pod", "approved": True},
+        )
+        if held.get("llm"):
+            outcome = await self.runtimes.invoke_llm(caller, InvokeLLMRequest.model_validate(held["llm"]))
+        else:
+            outcome = await self.runtimes.execute_tool(
+                caller, tool=step.tool, arguments=args, execution_id=call.execution_id, step=call.step
+            )
+        if outcome.status == "suspend":
+            outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
+        return await self._finish(
+            record, caller, call, outcome, decision="approved", route="tool_pod", executed_args=args
+        )
+
+    async def _outcome_unknown(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, step: StepRecord
+    ) -> ToolExecuteAnswer:
+        """A local tool an earlier run was running when that run was lost: it may have taken effect (the
+        OE cannot tell), so it is not run again; the model sees a tool error and the turn goes on."""
+        unknown = CallOutcome(
+            status="error",
+            error=CallError(
+                category=OUTCOME_UNKNOWN,
+                explanation=(
+                    f"tool {call.tool!r} was running in the AER at step {call.step} (run {step.run}) when "
+                    "that run was lost; it may have taken effect, so it is not run again"
+                ),
+            ),
+        )
+        return await self._finish(record, caller, call, unknown, decision="outcome_unknown", route="none")
+
     async def tool_result(self, caller: AgentRegistration, report: ToolResultRequest) -> None:
         """Store a local tool's outcome as its step's final one; the same report twice is a no-op."""
         record = await self._owned(caller, report.execution_id)
         step = await self.store.get_step(report.execution_id, report.step)
         if step is None:
-            raise NotFound(f"{report.execution_id}/{report.step}")
+            raise NotFound(f"no step {report.step} in execution {report.execution_id!r}")
         result = report.result
         if report.status == "suspend":
             result = {**(result if isinstance(result, dict) else {}), "kind": "suspend"}
@@ -340,12 +504,7 @@ class Orchestrator:
         outcome = CallOutcome(
             status=report.status, result=result, error=report.error, duration_ms=report.duration_ms or 0.0
         )
-        approved_now = (
-            report.step in record.approved_steps
-            and step.outcome is not None
-            and step.outcome.status == "suspend"
-        )
-        if step.state == "done" and not approved_now:
+        if step.state == "done":
             if step.outcome is not None and _same_outcome(step.outcome, outcome):
                 return
             await self._audit(
@@ -387,9 +546,11 @@ class Orchestrator:
         now = self._clock()
         changes: dict[str, Any] = {"status": target, "updated_at": now}
         if target is S.COMPLETED:
-            changes.update(result=report.result, finished_at=now)
+            changes.update(result=report.result, finished_at=now, suspension=None)
         elif target is S.FAILED:
-            changes.update(error=report.error or CallError(category="failed"), finished_at=now)
+            changes.update(
+                error=report.error or CallError(category="failed"), finished_at=now, suspension=None
+            )
         else:
             # What the OE held at the suspending step is authoritative; the AER's metadata rides along.
             held = (
@@ -424,6 +585,8 @@ class Orchestrator:
         data: dict[str, Any] = {}
         if report.error is not None:
             data["error"] = report.error.model_dump()
+        if target is S.SUSPENDED and updated.suspension is not None:
+            data["suspension"] = redact_value(updated.suspension, secrets=self._secrets(caller))
         await self.events.publish(report.execution_id, type=target.value, data=data)
         return updated
 
@@ -443,7 +606,9 @@ class Orchestrator:
             cursor = page.next_cursor
 
     async def watchdog_once(self) -> int:
-        """Fail running executions whose AER no longer runs them; returns how many were failed."""
+        """Look after running executions whose AER has been quiet: a run the AER no longer has (it
+        restarted) is started again, up to `run_restarts` times; an AER that cannot be reached for
+        `aer_lost_after_s` more fails it (`aer_lost`). Returns how many were failed."""
         failed = 0
         cursor: str | None = None
         now = self._clock()
@@ -452,17 +617,46 @@ class Orchestrator:
             for record in page.items:
                 if now - record.updated_at < self._aer_lost_after_s:
                     continue
-                reg = self.registry.get(record.agent)
-                alive = None if reg is None else await self.runtimes.execution_alive(reg, record.execution_id)
-                if alive:
-                    await self.store.update_execution(record.execution_id, {"updated_at": now})
-                    continue
-                why = "the AER no longer runs it" if alive is False else "the AER could not be reached"
-                if await self._fail(record, CallError(category=AER_LOST, explanation=why)):
+                if await self._look_after(record, now=now):
                     failed += 1
             if page.next_cursor is None:
                 return failed
             cursor = page.next_cursor
+
+    async def _look_after(self, record: ExecutionRecord, *, now: float) -> bool:
+        """One quiet running execution; True if it was failed."""
+        execution_id = record.execution_id
+        reg = self.registry.get(record.agent)
+        alive = None if reg is None else await self.runtimes.execution_alive(reg, execution_id)
+        if alive:
+            self._unreachable.pop(execution_id, None)
+            await self.store.update_execution(execution_id, {"updated_at": now})
+            return False
+        if alive is None or reg is None:
+            first = self._unreachable.setdefault(execution_id, now)
+            if now - first < self._aer_lost_after_s:
+                return False  # a restarting AER gets as long again to come back
+            self._unreachable.pop(execution_id, None)
+            unreachable = CallError(category=AER_LOST, explanation="the AER could not be reached")
+            return await self._fail(record, unreachable)
+        self._unreachable.pop(execution_id, None)
+        if record.restarts >= self._run_restarts:
+            why = f"the AER lost the run {record.restarts + 1} times"
+            return await self._fail(record, CallError(category=AER_LOST, explanation=why))
+        # The AER answers but does not run it: it restarted mid-run, or never got the run (its OE died
+        # first). Run it again: the replay answers every step already held, so nothing runs twice.
+        restarted = await self.store.transition(
+            execution_id,
+            from_states=frozenset({S.RUNNING}),
+            changes={"restarts": record.restarts + 1, "updated_at": now},
+        )
+        if restarted is None:
+            return False
+        logger.warning("execution %s: its AER no longer runs it; starting it again", execution_id)
+        await self._audit(restarted, kind="restart", decision="restarted", status="accepted", reason=AER_LOST)
+        await self.events.publish(execution_id, type="restarted", data={"restarts": restarted.restarts})
+        self._spawn(self._start(restarted, reg, resume=True))
+        return False
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -485,26 +679,56 @@ class Orchestrator:
                 return  # cancelled before it started, or another replica started it
             await self.events.publish(record.execution_id, type="running")
         else:
-            await self.store.update_execution(record.execution_id, {"runs": record.runs + 1})
+            started = await self.store.transition(
+                record.execution_id,
+                from_states=frozenset({S.RUNNING}),
+                changes={"runs": record.runs + 1, "updated_at": self._clock()},
+            )
+            if started is None:
+                return  # cancelled (or failed) meanwhile
         request = AERExecuteRequest(
-            execution_id=record.execution_id,
-            workspace_id=record.workspace_id,
-            session_id=record.session_id,
-            user_id=record.user_id,
-            org_id=record.org_id,
-            input=record.input,
+            execution_id=started.execution_id,
+            workspace_id=started.workspace_id,
+            session_id=started.session_id,
+            user_id=started.user_id,
+            org_id=started.org_id,
+            input=started.input,
             resume=resume,
+            suspend_replies=_suspend_replies(started),
         )
-        try:
-            await self.runtimes.start_run(reg, request)
-        except RuntimeUnavailable as exc:
-            await self._fail(record, CallError(category=AER_LOST, explanation=str(exc)))
+        # A restarting AER refuses connections for a moment: retry for as long as the watchdog would wait.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._aer_lost_after_s
+        delay = 0.2
+        while True:
+            try:
+                await self.runtimes.start_run(reg, request)
+                return
+            except RuntimeUnavailable as exc:
+                if not exc.retryable or loop.time() + delay > deadline:
+                    await self._fail(started, CallError(category=AER_LOST, explanation=str(exc)))
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            current = await self.store.get_execution(started.execution_id)
+            if current is None or current.status is not S.RUNNING:
+                return
 
     async def _hold(self, execution_id: str, payload: Any) -> None:
-        """Remember which step suspended the run and what it asks, for the callback and the resume."""
-        await self.store.update_execution(
-            execution_id, {"suspension": payload if isinstance(payload, dict) else {"reason": str(payload)}}
+        """Remember which step suspended the run and what it asks, for the callback and the resume; of
+        several suspended steps in one run (calls made together), the first in program order is asked."""
+        held = payload if isinstance(payload, dict) else {"reason": str(payload)}
+        current = await self.store.get_execution(execution_id)
+        before = current.suspension if current is not None else None
+        earlier = (
+            before is not None
+            and isinstance(before.get("step"), int)
+            and isinstance(held.get("step"), int)
+            and before["step"] < held["step"]
         )
+        if earlier:
+            return
+        await self.store.update_execution(execution_id, {"suspension": held})
 
     async def _fail(self, record: ExecutionRecord, error: CallError) -> bool:
         now = self._clock()
@@ -515,6 +739,7 @@ class Orchestrator:
         )
         if updated is None:
             return False
+        self._unreachable.pop(record.execution_id, None)
         logger.warning("execution %s failed: %s", record.execution_id, error.category)
         await self.events.publish(record.execution_id, type="failed", data={"error": error.model_dump()})
         return True
@@ -551,7 +776,7 @@ class Orchestrator:
         """The execution, if it belongs to the calling Agent; otherwise 404 exactly as if it did not exist."""
         record = await self.store.get_execution(execution_id)
         if record is None or record.agent != caller.agent:
-            raise NotFound(execution_id)
+            raise NotFound(f"no execution {execution_id!r}")
         return record
 
     @staticmethod
@@ -566,11 +791,19 @@ class Orchestrator:
         )
 
     async def _route_local(
-        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest
+        self,
+        record: ExecutionRecord,
+        caller: AgentRegistration,
+        call: ToolExecuteRequest,
+        *,
+        args: dict[str, Any] | None = None,
+        decision: str = "allow",
     ) -> ToolExecuteAnswer:
         """An allowed local tool goes back to the AER's call stack; its `/tool/result` finishes the step."""
-        answer = ToolExecuteAnswer(step=call.step, proceed=True, route_to="callback")
-        await self._audit_call(record, call, caller, decision="allow", route="callback", answer=answer)
+        answer = ToolExecuteAnswer(step=call.step, proceed=True, route_to="callback", args=args)
+        await self._audit_call(
+            record, call, caller, decision=decision, route="callback", answer=answer, executed_args=args
+        )
         await self.events.publish(
             call.execution_id,
             type="step_started",
@@ -622,12 +855,15 @@ class Orchestrator:
         *,
         decision: str,
         route: str = "none",
+        executed_args: dict[str, Any] | None = None,
     ) -> ToolExecuteAnswer:
         await self.store.finish_step(call.execution_id, call.step, outcome, at=self._clock())
         if outcome.status == "suspend":
             await self._hold(call.execution_id, outcome.result)
         answer = _answer(call.step, outcome, from_cache=False)
-        await self._audit_call(record, call, caller, decision=decision, route=route, answer=answer)
+        await self._audit_call(
+            record, call, caller, decision=decision, route=route, answer=answer, executed_args=executed_args
+        )
         await self.events.publish(
             call.execution_id, type="step_finished", step=call.step, data=_step_data(call, answer)
         )
@@ -643,8 +879,12 @@ class Orchestrator:
         reason: str | None = None,
         route: str | None = None,
         answer: ToolExecuteAnswer | None = None,
+        executed_args: dict[str, Any] | None = None,
     ) -> None:
         asked: Any = call.messages if call.is_llm else call.args
+        if executed_args is not None and executed_args != call.args:
+            # A reviewer edited them: the audit keeps what was asked and what ran.
+            asked = {"requested": call.args, "executed": executed_args}
         await self._audit(
             record,
             kind="llm" if call.is_llm else "tool",
@@ -704,6 +944,32 @@ def _answer(step: int, outcome: CallOutcome, *, from_cache: bool) -> ToolExecute
     )
 
 
+def _not_suspended(record: ExecutionRecord) -> str:
+    """Why a resume cannot apply, in words a client retrying a lost answer can act on."""
+    if record.reviews and record.status is not S.SUSPENDED:
+        last = record.reviews[-1]
+        return (
+            f"the execution is {record.status.value}, not suspended: it was already resumed "
+            f"({last.decision}{f' at step {last.step}' if last.step is not None else ''})"
+        )
+    return f"the execution is {record.status.value}, not suspended; only a suspended execution resumes"
+
+
+def _suspend_replies(record: ExecutionRecord) -> list[SuspendReply]:
+    """The decisions that answer agent-level `app.suspend` calls, for a run to return synchronously."""
+    return [
+        SuspendReply(
+            step=review.step,
+            reason=review.reason or "",
+            payload=review.payload,
+            decision=review.decision,
+            reviewer_notes=review.reviewer_notes,
+        )
+        for review in record.reviews
+        if review.tool == AGENT_SUSPEND and review.step is not None
+    ]
+
+
 def _suspend_payload(call: ToolExecuteRequest, result: Any) -> dict[str, Any]:
     """A tool's suspension, marked with its step so a resume can answer exactly that step."""
     payload = dict(result) if isinstance(result, dict) else {"reason": str(result)}
@@ -734,10 +1000,7 @@ def _same_callback(record: ExecutionRecord, report: ExecutorCallback) -> bool:
 def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> dict[str, Any]:
     """The execution as clients see it (OE-02): lower-case status, ISO times, no secret values."""
 
-    def iso(ts: float | None) -> str | None:
-        if ts is None:
-            return None
-        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+    iso = _iso
 
     view: dict[str, Any] = {
         "execution_id": record.execution_id,
@@ -759,4 +1022,41 @@ def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
         view["error"] = record.error.model_dump(exclude_none=True)
     if record.suspension is not None:
         view["suspension"] = redact_value(record.suspension, secrets=secrets)
+    if record.reviews:
+        view["reviews"] = [
+            {
+                **redact_value(review.model_dump(mode="json", exclude={"at"}), secrets=secrets),
+                "at": iso(review.at),
+            }
+            for review in record.reviews
+        ]
+    if record.restarts:
+        view["restarts"] = record.restarts
     return view
+
+
+def review_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A suspended execution as a reviewer sees it: what it asks, and where to send the decision."""
+    held = redact_value(record.suspension or {}, secrets=secrets)
+    asks = {key: held[key] for key in ("kind", "step", "tool", "args", "reason", "payload") if key in held}
+    asks.setdefault("kind", "suspend")
+    decisions = ["approved", "rejected"]
+    return {
+        "execution_id": record.execution_id,
+        "agent": record.agent,
+        "project_id": record.project_id,
+        "session_id": record.session_id,
+        "user_id": record.user_id,
+        "waiting_since": _iso(record.updated_at),
+        "created_at": _iso(record.created_at),
+        "asks": asks,
+        "decisions": decisions,
+        "may_edit_args": asks["kind"] == APPROVAL_REQUIRED,
+        "resume": f"/api/v1/projects/{record.project_id}/executions/{record.execution_id}/resume",
+    }
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"

@@ -7,6 +7,7 @@ Agent's own runtime token; no error text here ever quotes it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -34,15 +35,27 @@ AER_TOOLS_PATH = "/tools"
 
 
 class RuntimeUnavailable(Exception):
-    """The AER did not accept a run; the message is safe to store and show."""
+    """The AER did not accept a run; the message is safe to store and show. `retryable`: it could not be
+    reached (it may be restarting), as opposed to an answer refusing the run."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class Runtimes:
     """One connection pool for every Agent's runtimes, opened on the serving event loop."""
 
-    def __init__(self, *, call_timeout_s: float = 600.0, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        call_timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
+        tool_pod_connect_retry_s: float = 5.0,
+    ) -> None:
         self._timeout = aiohttp.ClientTimeout(total=call_timeout_s, sock_connect=connect_timeout_s)
         self._short = aiohttp.ClientTimeout(total=10.0, sock_connect=connect_timeout_s)
+        self._connect_retry_s = tool_pod_connect_retry_s
         self._session: aiohttp.ClientSession | None = None
 
     def _pool(self) -> aiohttp.ClientSession:
@@ -75,14 +88,15 @@ class Runtimes:
             async with self._pool().post(
                 url, data=body, headers=self._headers(reg), timeout=self._short
             ) as response:
-                if response.status in (200, 202):
+                # 409: this AER runs it already (another OE replica, or a retry, got there first).
+                if response.status in (200, 202, 409):
                     return
                 raise RuntimeUnavailable(
-                    f"the AER of {reg.agent} refused the run with HTTP {response.status}"
+                    f"the AER of {reg.agent} refused the run with HTTP {response.status}", retryable=False
                 )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise RuntimeUnavailable(
-                f"the AER of {reg.agent} is unreachable ({type(exc).__name__})"
+                f"the AER of {reg.agent} is unreachable ({type(exc).__name__})", retryable=True
             ) from None
 
     async def execution_alive(self, reg: AgentRegistration, execution_id: str) -> bool | None:
@@ -122,21 +136,40 @@ class Runtimes:
         return await self._call(reg, INVOKE_LLM_PATH, request.model_dump(mode="json"))
 
     async def _call(self, reg: AgentRegistration, path: str, body: dict[str, Any]) -> CallOutcome:
-        """POST to the Tool Pod. Unreachable or a broken answer is the tool's failure (OE-12), not ours."""
+        """POST to the Tool Pod. Unreachable or a broken answer is the tool's failure (OE-12), not ours.
+
+        A refused connection means nothing was sent, so it is retried for `tool_pod_connect_retry_s` (a
+        restarting Tool Pod is a pause, not a failure). Once the request is out, a lost answer is never
+        retried here: the call may have run, and the model is told it failed.
+        """
         started = time.perf_counter()
         url = reg.tool_url + path
-        try:
-            async with self._pool().post(
-                url, data=json.dumps(body).encode(), headers=self._headers(reg), timeout=self._timeout
-            ) as response:
-                payload = await response.read()
-                if response.status != 200:
-                    return _unreachable(f"the Tool Pod answered HTTP {response.status}", started)
-            return CallOutcome.model_validate_json(payload)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            return _unreachable(f"the Tool Pod could not be reached ({type(exc).__name__})", started)
-        except ValidationError:
-            return _unreachable("the Tool Pod's answer was not a call outcome", started)
+        data = json.dumps(body).encode()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connect_retry_s
+        delay = 0.1
+        while True:
+            try:
+                async with self._pool().post(
+                    url, data=data, headers=self._headers(reg), timeout=self._timeout
+                ) as response:
+                    payload = await response.read()
+                    if response.status != 200:
+                        return _unreachable(f"the Tool Pod answered HTTP {response.status}", started)
+                return CallOutcome.model_validate_json(payload)
+            except aiohttp.ClientConnectorError as exc:
+                if loop.time() + delay > deadline:
+                    return _unreachable(f"the Tool Pod could not be reached ({type(exc).__name__})", started)
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                return _unreachable(
+                    f"the Tool Pod went away while the call ran ({type(exc).__name__}); it may have taken "
+                    "effect, so it is not run again",
+                    started,
+                )
+            except ValidationError:
+                return _unreachable("the Tool Pod's answer was not a call outcome", started)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _unreachable(explanation: str, started: float) -> CallOutcome:

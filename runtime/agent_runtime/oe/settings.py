@@ -15,6 +15,7 @@ CLIENT_TOKEN_ENV = "OE_CLIENT_TOKEN"  # noqa: S105 - the variable's name
 CLIENT_TOKEN_FILE_ENV = "OE_CLIENT_TOKEN_FILE"  # noqa: S105
 WATCHDOG_INTERVAL_ENV = "OE_WATCHDOG_INTERVAL_S"
 AER_LOST_AFTER_ENV = "OE_AER_LOST_AFTER_S"
+RUN_RESTARTS_ENV = "OE_RUN_RESTARTS"
 
 DEFAULT_SQLITE_PATH = "/var/lib/agent-engine/oe/oe.sqlite3"
 DEFAULT_MONGODB_DATABASE = "agent_engine_oe"
@@ -33,6 +34,7 @@ class OESettings:
     client_token: str
     watchdog_interval_s: float
     aer_lost_after_s: float
+    run_restarts: int = 3
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OESettings:
@@ -44,6 +46,7 @@ class OESettings:
             client_token=_client_token(env),
             watchdog_interval_s=_seconds(env, WATCHDOG_INTERVAL_ENV, 10.0),
             aer_lost_after_s=_seconds(env, AER_LOST_AFTER_ENV, 30.0),
+            run_restarts=_count(env, RUN_RESTARTS_ENV, 3),
         )
 
 
@@ -81,3 +84,12 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not value > 0:
         raise SettingsError(f"{name}={raw!r} is not a positive number of seconds")
     return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise SettingsError(f"{name}={raw!r} is not a whole number (0 or more)")
+    return int(raw)

@@ -8,17 +8,24 @@ import sys
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NoReturn, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import anyio.to_thread
 from pydantic import BaseModel
 
 from agent_runtime.contract import is_platform_env
-from agent_runtime.sdk.context import RequestContext, entrypoint_active, entrypoint_scope, run_scope
+from agent_runtime.sdk.context import (
+    RequestContext,
+    RunState,
+    current_run,
+    entrypoint_active,
+    entrypoint_scope,
+    run_scope,
+)
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.input_schema import ToolDefinitionError, arguments_model, input_schema
 from agent_runtime.sdk.runnable import Runnable, as_runnable, is_run_function
-from agent_runtime.sdk.secure import SecureWrappedLLM, call_tool
+from agent_runtime.sdk.secure import SecureWrappedLLM, agent_suspend, call_tool
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,6 +92,17 @@ def _validated_secrets(tool_name: str, names: Iterable[str], *, is_local: bool) 
             "drop is_local=True so it runs in the Tool Pod with its required_secrets"
         )
     return secrets
+
+
+def _agent_run() -> RunState | None:
+    """The run whose agent code (not a tool body, not the start-up construction) is calling, if any."""
+    if not entrypoint_active():
+        return None
+    try:
+        run = current_run()
+    except RuntimeError:
+        return None
+    return None if run.context.construction else run
 
 
 class App:
@@ -234,10 +252,19 @@ class App:
         """The registered models by llm_id (read-only)."""
         return MappingProxyType(self._llms)
 
-    def suspend(self, reason: str, payload: Any = None) -> NoReturn:
-        """Stop here and wait for a human (B-09). Call it in a tool, so the OE records the step and answers
-        it with the human's decision when the execution resumes; `payload` must be JSON-serializable."""
-        raise SuspendRequested(reason, payload)
+    def suspend(self, reason: str, payload: Any = None) -> dict[str, Any]:
+        """Stop here and wait for a human (B-09); `payload` (JSON-serializable) says what to decide.
+
+        In a tool it never returns: the tool's step suspends the execution, and once a reviewer decides,
+        that step answers `{decision, reviewer_notes}` (the tool is not run again). In agent code it is a
+        step of its own: the first time it ends the run SUSPENDED; in the run that resumes the execution
+        it returns the human's decision, `{"decision": "approved" | "rejected", "reviewer_notes": ...}`,
+        so the agent goes on from there instead of suspending again.
+        """
+        run = _agent_run()
+        if run is None:
+            raise SuspendRequested(reason, payload)
+        return agent_suspend(run, reason, payload)
 
     def call_tool(self, name: str, args: Mapping[str, Any] | None = None) -> Coroutine[Any, Any, Any]:
         """`await app.call_tool(name, args)`: any tool (local, remote or connector), approved by the OE first.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime.protocol import CallError
+from agent_runtime.protocol import CallError, ToolExecuteRequest
 
 
 class PolicyDeniedException(Exception):
@@ -43,13 +43,21 @@ class SuspendRequested(BaseException):
     """The execution must wait for a human: raised by `app.suspend` or by an OE `suspend` answer."""
 
     def __init__(
-        self, reason: str, payload: Any = None, *, step: int | None = None, tool: str | None = None
+        self,
+        reason: str,
+        payload: Any = None,
+        *,
+        step: int | None = None,
+        tool: str | None = None,
+        pending: ToolExecuteRequest | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.payload = payload
         self.step = step
         self.tool = tool
+        # An agent-level `app.suspend` the OE has not heard of yet: the runner sends this step first.
+        self.pending = pending
 
     @classmethod
     def from_result(cls, result: Any, *, step: int, tool: str) -> SuspendRequested:

@@ -2,8 +2,11 @@
 
 Every failure to get a valid answer is a `PlatformFailure` (LG-08): a transport error, a timeout, a
 non-200 status or a body that is not the contract's. Its message names the route and the kind of failure,
-never the token or the OE's URL. `/tool/execute` is sent once (a resend could run a tool twice); the two
-reports the OE treats idempotently (OE-11, OE-13) are retried with backoff for a bounded time.
+never the token or the OE's URL. All three calls are resent, with backoff for a bounded time, when the
+connection to the OE is lost or refused (an OE restarting): the OE treats a repeated report (OE-11, OE-13)
+and a repeated `/tool/execute` of one (execution, step) idempotently, so a resend never runs a tool twice
+(it joins the first attempt, is answered from the replay cache, or re-drives a claim whose OE died, which
+the Tool Pod answers from its memory of the call). A `/tool/execute` that timed out is not resent.
 """
 
 from __future__ import annotations
@@ -36,11 +39,18 @@ DEFAULT_CALL_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 # The callback is the run's only outcome: worth half a minute of retries (B-15).
 DEFAULT_CALLBACK_BUDGET_S = 30.0
-# A local tool's result holds up the turn; a short budget covers an OE restart, not an outage.
-DEFAULT_RESULT_BUDGET_S = 10.0
+# A local tool's result and a call's answer hold up the turn; the budget covers an OE restart, not an outage.
+DEFAULT_RESULT_BUDGET_S = 30.0
+DEFAULT_EXECUTE_BUDGET_S = 30.0
 _ACK_ATTEMPT_TIMEOUT_S = 10.0
 _RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+# A proxy in front of an OE that is not there: nothing reached the OE.
+_UNAVAILABLE_STATUS = frozenset({502, 503, 504})
 _JSON_HEADERS = {"content-type": "application/json"}
+
+
+class _ConnectionLost(PlatformFailure):
+    """The connection to the OE was refused or dropped before an answer came: safe to send again."""
 
 
 class OEConfigError(ValueError):
@@ -87,6 +97,7 @@ class OEClient:
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         callback_budget_s: float = DEFAULT_CALLBACK_BUDGET_S,
         result_budget_s: float = DEFAULT_RESULT_BUDGET_S,
+        execute_budget_s: float = DEFAULT_EXECUTE_BUDGET_S,
     ) -> None:
         self._base_url = base_url.rstrip("/")
         self._headers = {"authorization": f"Bearer {token}", **_JSON_HEADERS}
@@ -95,6 +106,7 @@ class OEClient:
         )
         self._callback_budget_s = callback_budget_s
         self._result_budget_s = result_budget_s
+        self._execute_budget_s = execute_budget_s
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -117,8 +129,31 @@ class OEClient:
         self._session = None
 
     async def tool_execute(self, request: ToolExecuteRequest) -> ToolExecuteAnswer:
-        """Ask the OE to approve and, unless it routes the call back, run one call. Sent exactly once."""
-        status, content = await self._post(OE_TOOL_EXECUTE_PATH, request)
+        """Ask the OE to approve and, unless it routes the call back, run one call; sent again while the
+        OE cannot be reached (see the module docstring), never after a timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._execute_budget_s
+        delay = 0.1
+        while True:
+            try:
+                status, content = await self._post(OE_TOOL_EXECUTE_PATH, request)
+            except _ConnectionLost as exc:
+                failure: PlatformFailure = exc
+            else:
+                if status not in _UNAVAILABLE_STATUS:
+                    break
+                failure = PlatformFailure(f"the OE answered HTTP {status} to POST {OE_TOOL_EXECUTE_PATH}")
+            if loop.time() + delay > deadline:
+                raise failure
+            logger.info(
+                "POST %s (step %d) not answered (%s); sending it again in %.1f s",
+                OE_TOOL_EXECUTE_PATH,
+                request.step,
+                failure.message,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
         if status != 200:
             raise PlatformFailure(
                 f"the OE answered HTTP {status} to POST {OE_TOOL_EXECUTE_PATH} (step {request.step})"
@@ -155,7 +190,9 @@ class OEClient:
         except TimeoutError:
             raise PlatformFailure(f"the OE did not answer POST {path} in time") from None
         except aiohttp.ClientConnectorError:
-            raise PlatformFailure(f"POST {path} to the OE failed: cannot connect") from None
+            raise _ConnectionLost(f"POST {path} to the OE failed: cannot connect") from None
+        except aiohttp.ClientConnectionError as exc:
+            raise _ConnectionLost(f"POST {path} to the OE failed: {type(exc).__name__}") from None
         except aiohttp.ClientError as exc:
             # The type says what failed; the exception text may quote the URL, so it stays out.
             raise PlatformFailure(f"POST {path} to the OE failed: {type(exc).__name__}") from None

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agent_runtime.protocol import (
+    AGENT_SUSPEND,
     INVOKE_LLM,
     REPLAY_DIVERGED,
     CallError,
@@ -31,6 +32,7 @@ from agent_runtime.protocol import (
     ToolResultRequest,
     validation_problems,
 )
+from agent_runtime.sdk.calls import call_scope, resume_state
 from agent_runtime.sdk.context import RunState, current_run, step_scope, tool_body_scope
 from agent_runtime.sdk.errors import (
     PlatformFailure,
@@ -100,10 +102,83 @@ async def _ask(run: RunState, request: ToolExecuteRequest) -> ToolExecuteAnswer:
         return answer
 
     result: ToolExecuteAnswer = await _guard(run, exchange())
+    await confirm_replies(run)
     return result
 
 
 def _outcome(run: RunState, answer: ToolExecuteAnswer, *, tool: str) -> Any:
+def agent_suspend(run: RunState, reason: str, payload: Any) -> dict[str, Any]:
+    """`app.suspend` in agent code: a step of its own. On a resumed run whose OE sent the human's answer
+    for this step, return it (`{decision, reviewer_notes}`); otherwise raise the signal the runner reports
+    to the OE (which holds the step) before it calls back SUSPENDED."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("app.suspend(reason) needs a non-empty reason: say what the human must decide")
+    args = {"reason": reason, "payload": _jsonable(payload, what="app.suspend's payload")}
+    step = run.allocate_step()
+    request = ToolExecuteRequest(
+        execution_id=run.context.execution_id, step=step, tool=AGENT_SUSPEND, args=args
+    )
+    state = resume_state()
+    reply = state.replies.get(step) if state is not None else None
+    if state is not None and reply is not None and (reply.reason, reply.payload) == (reason, args["payload"]):
+        logger.info("cached result: tool=%s step=%d", AGENT_SUSPEND, step)
+        state.unconfirmed.append((request, reply))
+        return {"decision": reply.decision, "reviewer_notes": reply.reviewer_notes}
+    raise SuspendRequested(reason, payload, step=step, tool=AGENT_SUSPEND, pending=request)
+
+
+async def confirm_replies(run: RunState) -> None:
+    """Tell the OE about the agent-level suspensions this run answered from its replies, in order, before
+    anything else is asked; the OE answers each from its cache or fails the diverged execution."""
+    state = resume_state()
+    if state is None or not state.unconfirmed:
+        return
+    async with state.lock():
+        while state.unconfirmed:
+            request, reply = state.unconfirmed.pop(0)
+
+            async def exchange(request: ToolExecuteRequest = request) -> ToolExecuteAnswer:
+                if run.oe is None:
+                    raise PlatformFailure("no Orchestration Engine is configured for this run")
+                answer = await run.oe.tool_execute(request)
+                _check_answer(request, answer)
+                return answer
+
+            answer: ToolExecuteAnswer = await _guard(run, exchange())
+            expected = {"decision": reply.decision, "reviewer_notes": reply.reviewer_notes}
+            if answer.status == "success" and answer.result == expected:
+                continue
+            _raise_if_diverged(run, answer)
+            failure = (
+                f"the OE answered the replayed app.suspend at step {request.step} with "
+                f"{answer.status or 'no outcome'}, not the decision this run was given"
+            )
+            run.platform_failure = run.platform_failure or failure
+            raise PlatformFailure(failure)
+
+
+def _raise_if_diverged(run: RunState, answer: ToolExecuteAnswer) -> None:
+    if answer.status == "error" and answer.error is not None and answer.error.category == REPLAY_DIVERGED:
+        _outcome(run, answer, tool=AGENT_SUSPEND)  # raises the platform failure
+
+
+async def report_suspend(run: RunState, signal: SuspendRequested) -> SuspendRequested:
+    """Have the OE hold an agent-level suspension at its step; returns the OE-confirmed signal."""
+    assert signal.pending is not None
+    answer = await _ask(run, signal.pending)
+    if answer.status == "suspend":
+        confirmed = SuspendRequested.from_result(answer.result, step=answer.step, tool=AGENT_SUSPEND)
+        run.suspension = run.suspension or confirmed
+        return confirmed
+    _raise_if_diverged(run, answer)
+    failure = (
+        f"the OE answered app.suspend at step {signal.pending.step} with "
+        f"{answer.status or 'no outcome'} instead of holding it for a human"
+    )
+    run.platform_failure = run.platform_failure or failure
+    raise PlatformFailure(failure)
+
+
     """The final outcome the OE returned, as the value or exception agent code sees."""
     if answer.from_cache:
         logger.info("cached result: tool=%s step=%d", tool, answer.step)
@@ -143,7 +218,9 @@ class SecureToolWrapper:
             if not answer.proceed:
                 raise PolicyDeniedException(answer.reason or f"tool {self.name!r} was denied by policy")
             if answer.route_to == "callback":
-                return await self._run_local(run, step=step, args=args)
+                # A reviewer may have approved the call with edited arguments: those are the ones to run.
+                approved = answer.args if answer.args is not None else args
+                return await self._run_local(run, step=step, args=approved)
             return _outcome(run, answer, tool=self.name)
 
     async def _run_local(self, run: RunState, *, step: int, args: dict[str, Any]) -> Any:
@@ -162,7 +239,7 @@ class SecureToolWrapper:
                 INVALID_ARGUMENTS, f"tool {spec.name!r} arguments are invalid: {problems}"
             ) from None
         try:
-            with tool_body_scope():
+            with tool_body_scope(), call_scope(run.context.execution_id, step):
                 async with asyncio.timeout(spec.timeout_s) as deadline:
                     value = await spec.acall(kwargs)
         except SuspendRequested as signal:

@@ -28,9 +28,11 @@ from agent_runtime.protocol import (
     ExecutorCallback,
 )
 from agent_runtime.sdk import App, OEApi, PlatformFailure, RequestContext
+from agent_runtime.sdk.calls import resume_scope
 from agent_runtime.sdk.context import RunState, entrypoint_scope, run_scope
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.runnable import run_runnable
+from agent_runtime.sdk.secure import confirm_replies, report_suspend
 from agent_runtime.servers.metrics import ExecutionMetrics
 
 logger = logging.getLogger(__name__)
@@ -110,11 +112,16 @@ async def run_execution(
     execution_id = request.execution_id
     context = request_context(request, tools=tools)
     local_tools = {name: spec for name, spec in app.tools.items() if spec.is_local}
-    with run_scope(context, oe=oe, local_tools=local_tools) as run, entrypoint_scope():
+    with (
+        run_scope(context, oe=oe, local_tools=local_tools) as run,
+        resume_scope(request.suspend_replies),
+        entrypoint_scope(),
+    ):
         try:
             result = await run_runnable(app.build(context), request.input)
         except PlatformFailure as failure:
             return _failed(
+            await confirm_replies(run)
                 execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure or failure.message
             )
         except SuspendRequested as signal:
@@ -123,6 +130,7 @@ async def run_execution(
             return _suspended(execution_id, signal)
         except asyncio.CancelledError:
             raise
+                    signal = await report_suspend(run, signal)
         except BaseException as exc:  # SystemExit too: tenant code must not stop the AER
             if run.platform_failure is not None:
                 return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)

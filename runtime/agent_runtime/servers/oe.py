@@ -22,8 +22,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agent_runtime.contract import METRICS_PATH
-from agent_runtime.oe.engine import Conflict, NotFound, Orchestrator, UnknownAgent, client_view
+from agent_runtime.oe.engine import (
+    BadReview,
+    Conflict,
+    NotFound,
+    Orchestrator,
+    UnknownAgent,
+    client_view,
+    review_view,
+)
 from agent_runtime.oe.registration import AgentRegistration
+from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
     OE_TOOL_EXECUTE_PATH,
@@ -31,10 +40,8 @@ from agent_runtime.protocol import (
     ExecutionState,
     ExecutorCallback,
     InvokeRequest,
-    ReviewDecision,
     ToolExecuteRequest,
     ToolResultRequest,
-    WrappedResume,
 )
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
@@ -66,17 +73,35 @@ def _problems(exc: ValidationError) -> list[dict[str, str]]:
     return problems
 
 
-async def _body(request: Request) -> bytes:
+async def _body(request: Request, *, limit: int = MAX_BODY_BYTES, what: str = "") -> bytes:
+    too_large = HTTPError(
+        413, {"detail": [{"field": "(body)", "problem": f"larger than {limit} bytes{what}"}]}
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise HTTPError(
-                413, {"detail": [{"field": "(body)", "problem": f"larger than {MAX_BODY_BYTES} bytes"}]}
-            )
+        if size > limit:
+            raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _resume_body(request: Request) -> Any:
+    raw = await _body(
+        request,
+        limit=MAX_RESUME_BODY_BYTES,
+        what="; a resume body is a decision, optional notes and optional edited arguments",
+    )
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise HTTPError(
+            400, {"detail": [{"field": "(body)", "problem": "not JSON; send a JSON object with a decision"}]}
+        ) from None
 
 
 async def _parse(request: Request, model: type[M]) -> M:
@@ -140,8 +165,15 @@ def build_oe_app(
             return await handler(request)
         except HTTPError as exc:
             return JSONResponse(exc.body, status_code=exc.status)
-        except NotFound:
-            return JSONResponse({"error": "execution_not_found"}, status_code=404)
+        except NotFound as exc:
+            return JSONResponse({"error": "execution_not_found", "detail": str(exc)}, status_code=404)
+        except (ReviewBodyError, BadReview) as exc:
+            problems = (
+                exc.problems
+                if isinstance(exc, ReviewBodyError)
+                else [{"field": exc.field, "problem": exc.problem}]
+            )
+            return JSONResponse({"detail": problems}, status_code=400)
         except UnknownAgent as exc:
             return JSONResponse({"error": "agent_not_found", "detail": str(exc)}, status_code=404)
         except Conflict as exc:
@@ -179,7 +211,11 @@ def build_oe_app(
         if not 1 <= limit <= 500:
             raise HTTPError(400, {"detail": [{"field": "limit", "problem": "must be between 1 and 500"}]})
         page = await engine.store.list_executions(
-            agent=query.get("agent") or None, status=state, limit=limit, cursor=query.get("cursor") or None
+            agent=query.get("agent") or None,
+            project_id=query.get("project") or None,
+            status=state,
+            limit=limit,
+            cursor=query.get("cursor") or None,
         )
         return JSONResponse(
             {"items": [client_view(item) for item in page.items], "next_cursor": page.next_cursor}
@@ -212,37 +248,33 @@ def build_oe_app(
         return JSONResponse(client_view(record))
 
     async def resume_internal(request: Request) -> Response:
-        body = await _parse(request, WrappedResume)
-        record = await engine.resume(request.path_params["execution_id"], body.human_review)
+        review = wrapped_review(await _resume_body(request))
+        record = await engine.resume(request.path_params["execution_id"], review)
         return JSONResponse(client_view(record), status_code=202)
 
     async def resume_gateway(request: Request) -> Response:
-        raw = await _body(request)
-        try:
-            parsed = json.loads(raw or b"null")
-        except ValueError:
-            raise HTTPError(400, {"detail": [{"field": "(body)", "problem": "not JSON"}]}) from None
-        if isinstance(parsed, dict) and "human_review" in parsed:
-            raise HTTPError(
-                400,
-                {
-                    "detail": [
-                        {
-                            "field": "human_review",
-                            "problem": 'send the flat body {"decision": ..., "reviewer_notes": ...}; '
-                            "the wrapped form is the OE's internal route only",
-                        }
-                    ]
-                },
-            )
-        try:
-            review = ReviewDecision.model_validate(parsed)
-        except ValidationError as exc:
-            raise HTTPError(400, {"detail": _problems(exc)}) from None
+        review = flat_review(await _resume_body(request))
         record = await engine.resume(
             request.path_params["execution_id"], review, project_id=request.path_params["project_id"]
         )
         return JSONResponse(client_view(record), status_code=202)
+
+    async def reviews(request: Request) -> Response:
+        query = request.query_params
+        raw_limit = query.get("limit", "50")
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 500:
+            raise HTTPError(
+                400, {"detail": [{"field": "limit", "problem": "must be a number from 1 to 500"}]}
+            )
+        try:
+            items, next_cursor = await engine.pending_reviews(
+                request.path_params["project_id"], limit=int(raw_limit), cursor=query.get("cursor") or None
+            )
+        except ValueError:
+            raise HTTPError(
+                400, {"detail": [{"field": "cursor", "problem": "not a cursor this list returned"}]}
+            ) from None
+        return JSONResponse({"items": [review_view(item) for item in items], "next_cursor": next_cursor})
 
     # runtime API ----------------------------------------------------------------------------------------
 
@@ -282,6 +314,7 @@ def build_oe_app(
             client_guard(resume_gateway),
             methods=["POST"],
         ),
+        Route("/api/v1/projects/{project_id}/reviews", client_guard(reviews), methods=["GET"]),
         Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
         Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
         Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),
@@ -347,7 +380,11 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     )
     source = registrations_from_env(env)
     engine = Orchestrator(
-        store=store, registry=source.registry, runtimes=Runtimes(), aer_lost_after_s=settings.aer_lost_after_s
+        store=store,
+        registry=source.registry,
+        runtimes=Runtimes(),
+        aer_lost_after_s=settings.aer_lost_after_s,
+        run_restarts=settings.run_restarts,
     )
 
     async def watchdog() -> None:

@@ -30,6 +30,7 @@ from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.health import Readiness
 from agent_runtime.servers.llm_calls import LLMCallService, construction_context
 from agent_runtime.servers.metrics import LLMMetrics, ToolMetrics
+from agent_runtime.servers.recent_calls import RecentCalls
 from agent_runtime.servers.tool_calls import ExecuteRequest, ToolCallService
 from agent_runtime.servers.tool_surface import tool_surface
 
@@ -44,9 +45,10 @@ _response_json = CallOutcome.__pydantic_serializer__.to_json
 class ExecuteEndpoint:
     """`POST /execute` as plain ASGI: no router, request or response objects on the hot path."""
 
-    def __init__(self, app: ASGIApp, *, service: ToolCallService) -> None:
+    def __init__(self, app: ASGIApp, *, service: ToolCallService, recent: RecentCalls | None = None) -> None:
         self._app = app
         self._service = service
+        self._recent = recent or RecentCalls()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != EXECUTE_PATH:
@@ -65,7 +67,13 @@ class ExecuteEndpoint:
             await _send_json(send, 422, dumps(malformed(exc)))
             return
         with log_context(execution_id=call.execution_id, step=call.step):
-            outcome = await self._service.execute(call)
+            outcome = await self._recent.once(
+                route=EXECUTE_PATH,
+                execution_id=call.execution_id,
+                step=call.step,
+                body=body,
+                run=lambda: self._service.execute(call),
+            )
         await _send_json(send, 200, _response_json(outcome))
 
 
@@ -77,8 +85,9 @@ async def _send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
-def invoke_llm_route(service: LLMCallService) -> Route:
-    """`POST /invoke_llm`: run a registered model once (B-12)."""
+def invoke_llm_route(service: LLMCallService, *, recent: RecentCalls | None = None) -> Route:
+    """`POST /invoke_llm`: run a registered model once (B-12); once per (execution, step) with `recent`."""
+    memory = recent or RecentCalls()
 
     async def invoke_llm(request: Request) -> Response:
         body = await read_request_body(request, limit=MAX_BODY_BYTES)
@@ -89,7 +98,13 @@ def invoke_llm_route(service: LLMCallService) -> Route:
         except ValidationError as exc:
             return JSONResponse(malformed(exc), status_code=422)
         with log_context(execution_id=call.execution_id, step=call.step):
-            outcome = await service.invoke(call)
+            outcome = await memory.once(
+                route=INVOKE_LLM_PATH,
+                execution_id=call.execution_id,
+                step=call.step,
+                body=body,
+                run=lambda: service.invoke(call),
+            )
         return Response(_response_json(outcome), media_type="application/json")
 
     return Route(INVOKE_LLM_PATH, invoke_llm, methods=["POST"])
@@ -131,15 +146,18 @@ def build_tool_app(
     async def tools(_: Request) -> Response:
         return JSONResponse({"tools": surface})
 
+    # One memory for both routes: an OE that re-drives a step gets the outcome of the call it already sent.
+    recent = RecentCalls()
+
     async def construct() -> None:
         await llm_calls.construct()
 
     return build_component_app(
-        routes=[Route(TOOLS_PATH, tools, methods=["GET"]), invoke_llm_route(llm_calls)],
+        routes=[Route(TOOLS_PATH, tools, methods=["GET"]), invoke_llm_route(llm_calls, recent=recent)],
         token=token,
         metrics=metrics,
         readiness=Readiness(),
         on_startup=construct,
         on_shutdown=service.aclose,
-        fast_path=lambda asgi: ExecuteEndpoint(asgi, service=service),
+        fast_path=lambda asgi: ExecuteEndpoint(asgi, service=service, recent=recent),
     )

@@ -39,6 +39,7 @@ from agent_runtime.protocol import (
 )
 from agent_runtime.redaction import redact
 from agent_runtime.sdk import PlatformFailure, ToolDefinitionError, ToolSpec
+from agent_runtime.sdk.calls import call_scope
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.servers.metrics import ToolMetrics
 from agent_runtime.servers.tool_surface import check_unique_tool_names
@@ -149,7 +150,9 @@ class ToolCallService:
         error: CallError | None = None
         result: Any = None
         try:
-            result = await self._run(call)
+            # The body may ask for this call's idempotency key (`sdk.idempotency_key()`).
+            with call_scope(call.execution_id, call.step):
+                result = await self._tracked_run(call)
         except SuspendRequested as signal:
             # Out of band: the status says "suspend"; a tool returning {"status": "suspend"} is a success.
             try:

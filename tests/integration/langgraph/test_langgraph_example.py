@@ -26,7 +26,7 @@ from agent_runtime.connectors import (
     write_bundle,
 )
 from tests.conftest import REPO_ROOT, Process, free_port, wait_for_port
-from tests.integration.loop.harness import Platform, Tenant
+from tests.integration.loop.harness import LLM_KEY, Platform, Tenant
 from tests.providers.llm_peer import RunningLLMPeer, Turn
 
 EXAMPLE = REPO_ROOT / "examples" / "langgraph-agent"
@@ -75,6 +75,29 @@ def _notes(provider: str) -> list[dict[str, object]]:
     return list(response.json()["notes"])
 
 
+def _platform(
+    tmp_path: Path,
+    spawn: Callable[..., Process],
+    llm_peer: RunningLLMPeer,
+    provider: str,
+    env: dict[str, str],
+) -> CheckpointedPlatform:
+    tenant = Tenant(
+        entrypoint="langgraph_agent.agent:app",
+        pythonpath=EXAMPLE,
+        bundle=_example_bundle,
+        tool_env={"NOTES_TOKEN": PROVIDER_TOKEN},
+    )
+    return CheckpointedPlatform(
+        tmp=tmp_path,
+        spawn=spawn,
+        llm_base_url=llm_peer.base_url,
+        provider_url=provider,
+        tenant=tenant,
+        checkpoint_env=env,
+    ).start()
+
+
 @pytest.mark.parametrize("store", ["sqlite", "mongodb"])
 def test_the_langgraph_agent_runs_tools_waits_for_approval_and_resumes_without_duplicates(
     store: str,
@@ -92,20 +115,7 @@ def test_the_langgraph_agent_runs_tools_waits_for_approval_and_resumes_without_d
     else:
         uri = request.getfixturevalue("ferretdb_uri")
         checkpoint_env = {"MONGODB_URI": uri, "MDB_AGENTIC_STORE_DB": f"e2e_{tmp_path.name[-8:]}"}
-    tenant = Tenant(
-        entrypoint="langgraph_agent.agent:app",
-        pythonpath=EXAMPLE,
-        bundle=_example_bundle,
-        tool_env={"NOTES_TOKEN": PROVIDER_TOKEN},
-    )
-    platform = CheckpointedPlatform(
-        tmp=tmp_path,
-        spawn=spawn,
-        llm_base_url=llm_peer.base_url,
-        provider_url=notes_provider,
-        tenant=tenant,
-        checkpoint_env=checkpoint_env,
-    ).start()
+    platform = _platform(tmp_path, spawn, llm_peer, notes_provider, checkpoint_env)
     llm_peer.push(
         Turn.calls(("word_count", {"text": TEXT}), ("notes_listNotes", {})),
         Turn.calls(("notes_createNote", {"text": "5 words: " + TEXT})),
@@ -152,3 +162,19 @@ def test_the_langgraph_agent_runs_tools_waits_for_approval_and_resumes_without_d
     assert all(record["decision"] != "cached" for record in audit)
     outputs = platform.outputs()
     assert PROVIDER_TOKEN not in outputs and "sk-loop-llm-key" not in outputs
+
+
+def test_a_model_failure_in_the_tool_pod_fails_the_turn_without_leaking_the_key(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, notes_provider: str
+) -> None:
+    """The peer answers 401 quoting the key it was sent, as careless providers do."""
+    env = {"CHECKPOINT_STORE": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite3")}
+    platform = _platform(tmp_path, spawn, llm_peer, notes_provider, env)
+    llm_peer.push(Turn.error(401))
+    execution_id = platform.invoke({"messages": [{"role": "user", "content": "hello"}]})
+    view = platform.wait(execution_id)
+    assert view["status"] == "failed", view
+    shown = json.dumps(view)
+    assert "AuthenticationError" in shown and LLM_KEY not in shown
+    assert LLM_KEY in llm_peer.requests[0].authorization  # the key did reach the model API
+    assert LLM_KEY not in platform.outputs() and LLM_KEY not in json.dumps(platform.audit(execution_id))

@@ -17,6 +17,7 @@ import pytest
 from agent_runtime.oe.store import (
     AuditRecord,
     ExecutionRecord,
+    Review,
     SqliteStore,
     StepRecord,
     Store,
@@ -252,15 +253,20 @@ def test_list_executions_order_filters_and_pages(backend: Backend) -> None:
             {"agent": "team-b/shop"},
             {"status": S.RUNNING},
             {"agent": "team-a/echo", "status": S.PENDING},
+            {"project_id": "team-a"},
+            {"project_id": "team-b", "status": S.COMPLETED},
         ):
             expected = [
                 r.execution_id
                 for r in newest_first
-                if r.agent == filters.get("agent", r.agent) and r.status == filters.get("status", r.status)
+                if r.agent == filters.get("agent", r.agent)
+                and r.project_id == filters.get("project_id", r.project_id)
+                and r.status == filters.get("status", r.status)
             ]
             assert expected, filters
             assert [i for p in await pages(store, **filters) for i in p] == expected, filters
         assert (await store.list_executions(agent="team-z/none")).items == []
+        assert (await store.list_executions(project_id="team-z")).items == []
 
         exact = await store.list_executions(limit=23)
         assert len(exact.items) == 23 and exact.next_cursor is None
@@ -353,6 +359,62 @@ def test_finish_reset_and_delete_steps(backend: Backend) -> None:
         await store.finish_step("e-1", 2, failed, at=T0 + 3)
         again = await store.get_step("e-1", 2)
         assert again is not None and again.outcome == failed and again.owner == "oe-3"
+
+    backend.run(scenario)
+
+
+def test_reopen_only_a_held_step_and_only_once(backend: Backend) -> None:
+    held = CallOutcome(status="suspend", result={"kind": "approval_required", "args": {"$x": [1, "y"]}})
+    ran = CallOutcome(status="success", result={"ok": True})
+
+    async def scenario(store: Store) -> None:
+        await store.claim_step(step("e-1", 1, owner="oe-1"))
+        assert not await store.reopen_step("e-1", 1, owner="oe-2", run=2, at=T0 + 1)  # still in progress
+        await store.finish_step("e-1", 1, held, at=T0 + 1)
+        assert await store.reopen_step("e-1", 1, owner="oe-2", run=2, at=T0 + 2)
+        reopened = await store.get_step("e-1", 1)
+        assert reopened is not None
+        # In progress again, with the held payload kept for whoever drives the approved call.
+        assert (reopened.state, reopened.owner, reopened.run, reopened.outcome, reopened.updated_at) == (
+            "in_progress",
+            "oe-2",
+            2,
+            held,
+            T0 + 2,
+        )
+        assert not await store.reopen_step("e-1", 1, owner="oe-3", run=3, at=T0 + 3)  # only once
+        assert await store.claim_step(step("e-1", 1, owner="oe-4")) == reopened
+        await store.finish_step("e-1", 1, ran, at=T0 + 4)
+        assert not await store.reopen_step("e-1", 1, owner="oe-5", run=4, at=T0 + 5)  # ran: final
+        final = await store.get_step("e-1", 1)
+        assert final is not None and (final.state, final.outcome, final.run) == ("done", ran, 2)
+        assert not await store.reopen_step("e-9", 1, owner="oe-1", run=1, at=T0)  # no such step
+
+    backend.run(scenario)
+
+
+def test_reviews_and_restarts_round_trip(backend: Backend) -> None:
+    review = Review(
+        step=3,
+        tool="transfer",
+        kind="approval_required",
+        decision="approved",
+        reviewer_notes="ok ☕",
+        args={"$amount": 5, "a.b": {"": None}},
+        at=T0 + 1,
+    )
+
+    async def scenario(store: Store) -> None:
+        await store.create_execution(execution("e-1", status=S.SUSPENDED))
+        updated = await store.transition(
+            "e-1",
+            from_states=frozenset({S.SUSPENDED}),
+            changes={"status": S.RUNNING, "reviews": [review], "restarts": 2},
+        )
+        assert updated is not None and updated.reviews == [review] and updated.restarts == 2
+        stored = await store.get_execution("e-1")
+        assert stored is not None and stored.reviews == [review] and stored.review_at(3) == review
+        assert stored.review_at(4) is None
 
     backend.run(scenario)
 

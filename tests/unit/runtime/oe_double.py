@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from agent_runtime.protocol import (
+    AGENT_SUSPEND,
     INVOKE_LLM,
     CallError,
     ExecutorCallback,
@@ -84,6 +85,10 @@ class ScriptedOE:
         if self.policy is not None:
             answer = self.policy(request)
             return answer if isinstance(answer, ToolExecuteAnswer) else await answer
+        if request.tool == AGENT_SUSPEND:
+            # Like the OE: an agent-level suspension is held at its step; a test scripts its replay.
+            held = {"kind": "suspend", **request.args, "step": request.step, "tool": AGENT_SUSPEND}
+            return suspended(request.step, held)
         if request.tool == INVOKE_LLM:
             return final(request.step, self.model_answers.pop(0))
         if request.tool in self.local_tools:

@@ -20,7 +20,7 @@ from agent_runtime.servers.executions import (
     run_execution,
 )
 from agent_runtime.servers.metrics import ExecutionMetrics, ToolMetrics
-from tests.unit.runtime.oe_double import ScriptedOE, failed, suspended
+from tests.unit.runtime.oe_double import ScriptedOE, failed, final, suspended
 
 TOKEN = "aer-token"
 
@@ -140,10 +140,19 @@ def test_builder_mistakes_are_entrypoint_errors() -> None:
 
 
 def test_suspended_by_the_agent_or_by_the_oe() -> None:
-    callback = _execute(_app(_suspends))
+    oe = ScriptedOE()
+    callback = _execute(_app(_suspends), oe)
+    # Agent-level app.suspend is a step: the OE holds it there before the run says SUSPENDED.
+    assert oe.steps == [(1, "app.suspend")]
+    assert oe.requests[0].args == {"reason": "wait for a human", "payload": {"draft": "x"}}
     assert (callback.status, callback.metadata) == (
         CallbackStatus.SUSPENDED,
-        {"reason": "wait for a human", "payload": {"draft": "x"}},
+        {
+            "reason": "wait for a human",
+            "payload": {"draft": "x"},
+            "step": 1,
+            "tool": "app.suspend",
+        },
     )
     app = App()
 
@@ -160,6 +169,74 @@ def test_suspended_by_the_agent_or_by_the_oe() -> None:
         "step": 1,
         "tool": "approve_payment",
     }
+
+
+def _review_agent(seen: list[Any]) -> App:
+    app = App()
+
+    @app.entrypoint
+    async def run(_: Any) -> Any:
+        await app.call_tool("lookup", {"id": 1})
+        decision = app.suspend("approve the refund?", {"amount": 30})
+        seen.append(decision)
+        return await app.call_tool("notify", {"decision": decision["decision"]})
+
+    return app
+
+
+def test_agent_level_suspend_replays_as_the_human_decision_and_is_confirmed_with_the_oe() -> None:
+    seen: list[Any] = []
+    reply = {"step": 2, "reason": "approve the refund?", "payload": {"amount": 30}, "decision": "approved"}
+    decided = {"decision": "approved", "reviewer_notes": None}
+
+    def oe_answer(request: ToolExecuteRequest) -> Any:
+        if request.tool == "app.suspend":
+            return final(request.step, decided, from_cache=True)
+        return final(request.step, {"tool": request.tool}, from_cache=request.step == 1)
+
+    oe = ScriptedOE(policy=oe_answer)
+    callback = _execute(_review_agent(seen), oe, resume=True, suspend_replies=[reply])
+    assert callback.status is CallbackStatus.COMPLETED, callback
+    assert seen == [decided]
+    # The replayed suspension is confirmed as step 2 before step 3 is asked.
+    assert oe.steps == [(1, "lookup"), (2, "app.suspend"), (3, "notify")]
+
+
+def test_agent_level_suspend_whose_reply_differs_suspends_and_a_diverged_confirmation_fails() -> None:
+    seen: list[Any] = []
+    other = {"step": 2, "reason": "another question", "payload": None, "decision": "approved"}
+    oe = ScriptedOE()
+    callback = _execute(_review_agent(seen), oe, resume=True, suspend_replies=[other])
+    assert callback.status is CallbackStatus.SUSPENDED and seen == []
+    assert oe.steps == [(1, "lookup"), (2, "app.suspend")]
+
+    reply = {**other, "reason": "approve the refund?", "payload": {"amount": 30}}
+
+    def diverged(request: ToolExecuteRequest) -> Any:
+        if request.tool == "app.suspend":
+            return failed(request.step, "replay_diverged", "step 2 was another call")
+        return final(request.step, {"tool": request.tool})
+
+    oe = ScriptedOE(policy=diverged)
+    callback = _execute(_review_agent(seen), oe, resume=True, suspend_replies=[reply])
+    assert callback.status is CallbackStatus.FAILED and callback.error is not None
+    assert (callback.error.category, callback.error.explanation) == (
+        "platform_failure",
+        "step 2 was another call",
+    )
+    # Nothing after the diverged step was asked.
+    assert oe.steps == [(1, "lookup"), (2, "app.suspend")]
+
+
+def test_app_suspend_in_agent_code_needs_a_reason() -> None:
+    app = App()
+
+    @app.entrypoint
+    async def run(_: Any) -> Any:
+        app.suspend("  ")
+
+    callback = _execute(app)
+    assert callback.error is not None and "needs a non-empty reason" in callback.error.explanation
 
 
 def test_platform_failure_fails_the_run_even_when_agent_code_swallows_it() -> None:

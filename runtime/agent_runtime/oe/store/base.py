@@ -13,6 +13,20 @@ from pydantic import BaseModel, Field
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
 
 
+class Review(BaseModel):
+    """A human decision, recorded by the resume that made it; the replay applies it at `step`."""
+
+    step: int | None  # the suspended step (None: a suspension the OE did not hold at a step)
+    tool: str | None = None
+    kind: str  # approval_required | suspend
+    decision: Literal["approved", "rejected"]
+    reviewer_notes: str | None = None
+    args: dict[str, Any] | None = None  # the reviewer's edited arguments for an approved call
+    reason: str | None = None  # what an agent-level `app.suspend` asked, for its replayed answer
+    payload: Any = None
+    at: float
+
+
 class ExecutionRecord(BaseModel):
     """One execution of one Agent; `status` moves only through `Store.transition`."""
 
@@ -34,7 +48,12 @@ class ExecutionRecord(BaseModel):
     step_count: int = 0  # highest step number seen
     runs: int = 0  # how many times the AER was asked to run it (1 + resumes)
     cancel_requested: bool = False
-    approved_steps: list[int] = Field(default_factory=list)  # approved local calls the AER may now run
+    reviews: list[Review] = Field(default_factory=list)  # every human decision, in order
+    restarts: int = 0  # runs started again after their AER lost them
+
+    def review_at(self, step: int) -> Review | None:
+        """The decision that answers the suspension at `step`, if a resume made one."""
+        return next((review for review in self.reviews if review.step == step), None)
 
 
 StepState = Literal["in_progress", "done"]
@@ -48,7 +67,8 @@ class StepRecord(BaseModel):
     tool: str
     fingerprint: str  # sha256 of tool name + canonical JSON of args/messages (Decision 4)
     state: StepState = "in_progress"
-    owner: str = ""  # which OE process claimed it (a restarted OE re-drives its own stale claims)
+    owner: str = ""  # which OE process claimed it last
+    run: int = 0  # the execution's run that claimed it (a local tool from an earlier run may have run)
     outcome: CallOutcome | None = None
     created_at: float
     updated_at: float
@@ -61,7 +81,7 @@ class AuditRecord(BaseModel):
     step: int | None = None
     agent: str
     workspace_id: str
-    kind: Literal["tool", "llm", "callback", "resume", "cancel"]
+    kind: Literal["tool", "llm", "callback", "resume", "cancel", "restart"]
     tool: str | None = None
     llm_id: str | None = None
     args: Any = None  # redacted arguments (or messages for an LLM call)
@@ -128,6 +148,7 @@ class Store(Protocol):
         self,
         *,
         agent: str | None = None,
+        project_id: str | None = None,
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
@@ -148,6 +169,10 @@ class Store(Protocol):
 
     async def reset_step(self, execution_id: str, step: int, *, owner: str, at: float) -> None:
         """Hand an in-progress step to a new owner (a restarted OE re-driving a stale claim)."""
+
+    async def reopen_step(self, execution_id: str, step: int, *, owner: str, run: int, at: float) -> bool:
+        """Move a done step whose outcome is `suspend` back to in progress (its approved call is about to
+        run), keeping the held outcome; True if this call moved it, False if it was not such a step."""
 
     async def delete_step(self, execution_id: str, step: int) -> None:
         """Forget an in-progress step whose call never ran (refused before anything was sent)."""

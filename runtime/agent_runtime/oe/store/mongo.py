@@ -47,7 +47,7 @@ from agent_runtime.protocol import CallOutcome
 Document = dict[str, Any]
 
 # ExecutionRecord fields whose value is arbitrary caller JSON, stored as JSON text.
-_TEXT_FIELDS = frozenset({"input", "result", "suspension"})
+_TEXT_FIELDS = frozenset({"input", "result", "suspension", "reviews"})
 # How often an append retries after another replica took the seq it computed.
 _MAX_SEQ_ATTEMPTS = 100
 
@@ -76,11 +76,14 @@ def _exec_set(encoded: dict[str, str]) -> Document:
 def _step_doc(record: StepRecord) -> Document:
     doc = record.model_dump(mode="json", exclude={"outcome"})
     doc["outcome"] = None if record.outcome is None else record.outcome.model_dump_json()
+    # The outcome is JSON text; its status is also a field, so `reopen_step` can select held steps.
+    doc["outcome_status"] = None if record.outcome is None else record.outcome.status
     return doc
 
 
 def _step_record(doc: Document) -> StepRecord:
     doc.pop("_id", None)
+    doc.pop("outcome_status", None)
     outcome = doc.get("outcome")
     doc["outcome"] = None if outcome is None else CallOutcome.model_validate_json(outcome)
     return StepRecord.model_validate(doc)
@@ -203,6 +206,7 @@ class MongoStore:
         self,
         *,
         agent: str | None = None,
+        project_id: str | None = None,
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
@@ -212,6 +216,8 @@ class MongoStore:
         query: Document = {}
         if agent is not None:
             query["agent"] = agent
+        if project_id is not None:
+            query["project_id"] = project_id
         if status is not None:
             query["status"] = ExecutionState(status).value
         if cursor is not None:
@@ -255,7 +261,14 @@ class MongoStore:
         return None if doc is None else _step_record(doc)
 
     async def finish_step(self, execution_id: str, step: int, outcome: CallOutcome, *, at: float) -> None:
-        update = {"$set": {"state": "done", "outcome": outcome.model_dump_json(), "updated_at": float(at)}}
+        update = {
+            "$set": {
+                "state": "done",
+                "outcome": outcome.model_dump_json(),
+                "outcome_status": outcome.status,
+                "updated_at": float(at),
+            }
+        }
         async with self._lock("step", execution_id, step):
             await self._col("steps").update_one({"execution_id": execution_id, "step": step}, update)
 
@@ -263,6 +276,13 @@ class MongoStore:
         query = {"execution_id": execution_id, "step": step, "state": "in_progress"}
         async with self._lock("step", execution_id, step):
             await self._col("steps").update_one(query, {"$set": {"owner": owner, "updated_at": float(at)}})
+
+    async def reopen_step(self, execution_id: str, step: int, *, owner: str, run: int, at: float) -> bool:
+        query = {"execution_id": execution_id, "step": step, "state": "done", "outcome_status": "suspend"}
+        update = {"$set": {"state": "in_progress", "owner": owner, "run": int(run), "updated_at": float(at)}}
+        async with self._lock("step", execution_id, step):
+            done = await self._col("steps").update_one(query, update)
+        return done.modified_count == 1
 
     async def delete_step(self, execution_id: str, step: int) -> None:
         query = {"execution_id": execution_id, "step": step, "state": "in_progress"}

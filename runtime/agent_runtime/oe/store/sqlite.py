@@ -90,6 +90,12 @@ _RESET_STEP = (
     "UPDATE steps SET record = json_set(record, '$.owner', ?, '$.updated_at', json(?)) "
     "WHERE execution_id = ? AND step = ? AND json_extract(record, '$.state') = 'in_progress'"
 )
+# A held (suspend) outcome goes back to in progress for its approved call; the held payload stays.
+_REOPEN_STEP = (
+    "UPDATE steps SET record = json_set(record, '$.state', 'in_progress', '$.owner', ?, '$.run', ?, "
+    "'$.updated_at', json(?)) WHERE execution_id = ? AND step = ? "
+    "AND json_extract(record, '$.state') = 'done' AND json_extract(record, '$.outcome.status') = 'suspend'"
+)
 _DELETE_STEP = (
     "DELETE FROM steps "
     "WHERE execution_id = ? AND step = ? AND json_extract(record, '$.state') = 'in_progress'"
@@ -128,11 +134,13 @@ def _match_status_sql(n_from_states: int) -> str:
     return f"SELECT record FROM executions WHERE {where}"  # noqa: S608 (placeholders only)
 
 
-@functools.lru_cache(maxsize=8)
-def _list_sql(*, by_agent: bool, by_status: bool, after: bool) -> str:
+@functools.lru_cache(maxsize=16)
+def _list_sql(*, by_agent: bool, by_project: bool, by_status: bool, after: bool) -> str:
     where = []
     if by_agent:
         where.append("agent = ?")
+    if by_project:
+        where.append("json_extract(record, '$.project_id') = ?")
     if by_status:
         where.append("status = ?")
     if after:
@@ -285,6 +293,7 @@ class SqliteStore:
         self,
         *,
         agent: str | None = None,
+        project_id: str | None = None,
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
@@ -294,13 +303,20 @@ class SqliteStore:
         params: list[Any] = []
         if agent is not None:
             params.append(agent)
+        if project_id is not None:
+            params.append(project_id)
         if status is not None:
             params.append(ExecutionState(status).value)
         if cursor is not None:
             created_at, last_id = decode_cursor(cursor)
             params += (created_at, created_at, last_id)
         params.append(limit + 1)  # one more than asked tells whether another page follows
-        sql = _list_sql(by_agent=agent is not None, by_status=status is not None, after=cursor is not None)
+        sql = _list_sql(
+            by_agent=agent is not None,
+            by_project=project_id is not None,
+            by_status=status is not None,
+            after=cursor is not None,
+        )
         rows = await self._run(self._fetchall, sql, tuple(params))
         items = [ExecutionRecord.model_validate_json(row[0]) for row in rows[:limit]]
         next_cursor = None
@@ -337,6 +353,10 @@ class SqliteStore:
 
     async def reset_step(self, execution_id: str, step: int, *, owner: str, at: float) -> None:
         await self._run(self._execute, _RESET_STEP, (owner, json.dumps(float(at)), execution_id, step))
+
+    async def reopen_step(self, execution_id: str, step: int, *, owner: str, run: int, at: float) -> bool:
+        params = (owner, int(run), json.dumps(float(at)), execution_id, step)
+        return await self._run(self._execute, _REOPEN_STEP, params) == 1
 
     async def delete_step(self, execution_id: str, step: int) -> None:
         await self._run(self._execute, _DELETE_STEP, (execution_id, step))

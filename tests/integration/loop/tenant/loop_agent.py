@@ -1,7 +1,8 @@
 """The tenant App the agent-loop tests run in a real AER and Tool Pod (on PYTHONPATH as `loop_agent`).
 
 `input.mode` picks what a run does: `llm` lets the scripted model drive a tool loop; `calls` makes
-exactly the tool calls listed (so a test controls every step); `raise` fails the entrypoint.
+exactly the tool calls listed (so a test controls every step); `review` is the seed's four-step example
+(lookup, query, a human review, then a notification); anything else fails the entrypoint.
 """
 
 from __future__ import annotations
@@ -61,6 +62,33 @@ def wait_for_file(path: str) -> dict[str, str]:
     return {"seen": path}
 
 
+@app.tool
+def lookup_policy(policy_id: str) -> dict[str, Any]:
+    """Read a policy (no side effect)."""
+    return {"policy_id": policy_id, "limit": 1000}
+
+
+@app.tool
+def query_mongogpt(question: str) -> dict[str, Any]:
+    """Ask the claims database a question (no side effect)."""
+    return {"question": question, "answer": "3 claims over the limit"}
+
+
+@app.tool
+def human_review(summary: str) -> dict[str, Any]:
+    """Ask a human to approve; the resumed step answers with the decision."""
+    app.suspend("a human must approve the claims", {"summary": summary})
+
+
+@app.tool
+def send_notification(text: str) -> dict[str, Any]:
+    """Notify the claims team: a side effect the tests count in the ledger file."""
+    ledger = Path(os.environ["LOOP_LEDGER"])
+    with ledger.open("a", encoding="utf-8") as out:
+        out.write(f"notify {text}\n")
+    return {"sent": text}
+
+
 @app.tool(is_local=True)
 def opaque(text: str) -> object:
     """Returns something that is not JSON."""
@@ -87,6 +115,23 @@ def build(ctx: RequestContext) -> Any:
             if task.get("quiet"):
                 return {"kinds": [sorted(r) if isinstance(r, dict) else type(r).__name__ for r in results]}
             return {"results": results}
+        if mode == "review":
+            return await review(task)
         raise ValueError(f"unknown mode {mode!r}")
+
+    async def review(task: dict[str, Any]) -> Any:
+        policy = await app.call_tool("lookup_policy", {"policy_id": task["policy"]})
+        # A test makes the resumed run ask another question: a diverging replay.
+        variant = task.get("variant_file")
+        diverge = bool(variant) and os.path.exists(variant)  # noqa: ASYNC240 - a tiny local check
+        question = "anything else?" if diverge else "claims over the limit?"
+        found = await app.call_tool("query_mongogpt", {"question": question})
+        summary = f"{policy['policy_id']}: {found['answer']}"
+        if task.get("agent_level"):
+            decision = app.suspend("approve the claims?", {"summary": summary})
+        else:
+            decision = await app.call_tool("human_review", {"summary": summary})
+        sent = await app.call_tool("send_notification", {"text": f"claims {decision['decision']}"})
+        return {"decision": decision, "sent": sent}
 
     return run
