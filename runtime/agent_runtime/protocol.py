@@ -39,11 +39,11 @@ AER_LOST = "aer_lost"
 REJECTED_BY_REVIEWER = "rejected_by_reviewer"
 CANCELLED = "cancelled"
 INVALID_RESULT = "invalid_result"
+# A call whose runner died while it ran: it may have taken effect, so it is never run again.
+OUTCOME_UNKNOWN = "outcome_unknown"
 
 _ID = Field(min_length=1, max_length=256)
 
-# A call whose runner died while it ran: it may have taken effect, so it is never run again.
-OUTCOME_UNKNOWN = "outcome_unknown"
 
 class Request(BaseModel):
     """A body we receive: unknown fields are ignored, so an older receiver accepts a newer sender."""
@@ -119,11 +119,14 @@ class SuspendReply(BaseModel):
     org_id: str | None = Field(default=None, max_length=256)
     input: Any = None
     resume: bool = False
+    suspend_replies: list[SuspendReply] = Field(default_factory=list)
 
 
 class AERExecutionStatus(BaseModel):
-    suspend_replies: list[SuspendReply] = Field(default_factory=list)
-    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it."""
+    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it.
+
+    `pod_name` and `pod_address` say which pod answered, so the OE drains that pod directly (Decision 8).
+    """
 
     execution_id: str
     state: Literal["running"] = "running"
@@ -163,6 +166,7 @@ class ToolExecuteAnswer(BaseModel):
     proceed: bool
     reason: str | None = None
     route_to: Literal["callback"] | None = None
+    args: dict[str, Any] | None = None
     status: CallStatus | None = None
     result: Any = None
     error: CallError | None = None

@@ -119,18 +119,18 @@ async def run_execution(
     ):
         try:
             result = await run_runnable(app.build(context), request.input)
+            await confirm_replies(run)
         except PlatformFailure as failure:
             return _failed(
-            await confirm_replies(run)
                 execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure or failure.message
             )
         except SuspendRequested as signal:
             if run.platform_failure is not None:
                 return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)
+                    signal = await report_suspend(run, signal)
             return _suspended(execution_id, signal)
         except asyncio.CancelledError:
             raise
-                    signal = await report_suspend(run, signal)
         except BaseException as exc:  # SystemExit too: tenant code must not stop the AER
             if run.platform_failure is not None:
                 return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)

@@ -12,7 +12,7 @@ from agent_runtime.protocol import AERExecuteRequest, CallbackStatus, ExecutorCa
 from agent_runtime.servers.executions import run_execution
 from tests.unit.langgraph.graphs import ALL_TOOLS, react_app
 from tests.unit.langgraph.oe_replay import ReplayingOE
-from tests.unit.runtime.oe_double import ai
+from tests.unit.runtime.oe_double import ai, suspended
 
 
 def _run(
@@ -156,3 +156,26 @@ def test_a_platform_failure_in_the_last_step_fails_the_turn(saver: str) -> None:
     callback = _run(app, oe)
     assert callback.status is CallbackStatus.FAILED, callback
     assert callback.error is not None and callback.error.category == "platform_failure"
+
+
+def test_a_model_call_held_for_approval_interrupts_the_agent_node_and_resumes_it() -> None:
+    oe = ReplayingOE(
+        model_answers=[ai(tool_calls=[("c1", "lookup", {"word": "a"})]), ai("approved answer")],
+    )
+    original = oe._answer
+
+    def hold_second_model_call(request: Any) -> Any:
+        if request.tool == "invoke_llm" and request.step == 3 and 3 not in oe.approved:
+            return suspended(3, {"kind": "approval_required", "tool": "invoke_llm", "args": {}, "step": 3})
+        return original(request)
+
+    oe.policy = hold_second_model_call
+    app = react_app()
+    first = _run(app, oe)
+    assert first.status is CallbackStatus.SUSPENDED and first.metadata["tool"] == "invoke_llm"
+    oe.approve(3)
+    oe.requests.clear()
+    second = _run(app, oe, resume=True)
+    assert second.status is CallbackStatus.COMPLETED, second
+    assert oe.steps == [(3, "invoke_llm")]
+    assert second.result["messages"][-1]["content"] == "approved answer"
