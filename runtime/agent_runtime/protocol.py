@@ -98,9 +98,6 @@ class CallError(BaseModel):
 # OE -> AER ------------------------------------------------------------------------------------------------
 
 
-class AERExecuteRequest(Request):
-    """`POST /execute` on the AER: start (or, with `resume`, re-run) one execution. Answered 202."""
-
 class SuspendReply(BaseModel):
     """The human's answer to an agent-level `app.suspend` at `step`, handed to a resumed run up front: agent
     code calls `app.suspend` synchronously, so its replayed answer cannot wait for a round trip."""
@@ -111,6 +108,9 @@ class SuspendReply(BaseModel):
     decision: Literal["approved", "rejected"]
     reviewer_notes: str | None = None
 
+
+class AERExecuteRequest(Request):
+    """`POST /execute` on the AER: start (or, with `resume`, re-run) one execution. Answered 202."""
 
     execution_id: str = _ID
     workspace_id: str = Field(default="", max_length=256)
@@ -123,10 +123,7 @@ class SuspendReply(BaseModel):
 
 
 class AERExecutionStatus(BaseModel):
-    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it.
-
-    `pod_name` and `pod_address` say which pod answered, so the OE drains that pod directly (Decision 8).
-    """
+    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it."""
 
     execution_id: str
     state: Literal["running"] = "running"
@@ -175,7 +172,6 @@ class ToolExecuteAnswer(BaseModel):
     pod_name: str | None = None
 
 
-    args: dict[str, Any] | None = None
 class ToolResultRequest(Request):
     """`POST /tool/result`: the outcome of a local tool the AER ran after `route_to: "callback"`."""
 

@@ -8,8 +8,7 @@ real tool call goes through the Tool Pod to a loopback provider.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,9 @@ from agent_operator.models import Agent, Connector
 from agent_operator.reconcile import Plan, plan_agent
 from agent_operator.settings import RenderSettings
 from agent_runtime import contract
-from tests.conftest import REPO_ROOT, Process, free_port, wait_for_port
+from tests.conftest import REPO_ROOT, Process
 from tests.providers.echo_provider import running_echo_provider
+from tests.rendered_pods import run_rendered_container
 
 EXAMPLE_AGENT = REPO_ROOT / "examples" / "echo-agent"
 TOKEN = "contract-test-runtime-token"  # a test value, not a secret
@@ -91,54 +91,6 @@ def contract_plan(provider_url: str) -> Plan:
     return plan_agent(inputs, settings=RenderSettings())
 
 
-def run_rendered_container(
-    *,
-    deployment: Mapping[str, Any],
-    config_maps: Mapping[str, Mapping[str, str]],
-    secrets: Mapping[str, Mapping[str, str]],
-    root: Path,
-    spawn: Callable[..., Process],
-) -> tuple[Process, int]:
-    """Start the Deployment's container as a local process; mounts become directories under `root`."""
-    pod = deployment["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    mount_map: dict[str, Path] = {}
-    for mount in container["volumeMounts"]:
-        target = root / mount["name"]
-        target.mkdir(parents=True, exist_ok=True)
-        volume = volumes[mount["name"]]
-        if "projected" in volume:
-            for source in volume["projected"]["sources"]:
-                for key, value in config_maps[source["configMap"]["name"]].items():
-                    (target / key).write_text(value)
-        if "secret" in volume:
-            data = secrets[volume["secret"]["secretName"]]
-            for item in volume["secret"]["items"]:
-                (target / item["path"]).write_text(data[item["key"]])
-        mount_map[mount["mountPath"]] = target
-
-    def local(value: str) -> str:
-        for mount_path, target in mount_map.items():
-            if value == mount_path or value.startswith(mount_path + "/"):
-                return str(target) + value[len(mount_path) :]
-        return value
-
-    env: dict[str, str] = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{EXAMPLE_AGENT}:{REPO_ROOT}"}
-    for item in container["env"]:
-        if "valueFrom" in item:
-            ref = item["valueFrom"]["secretKeyRef"]
-            env[item["name"]] = secrets[ref["name"]][ref["key"]]
-        else:
-            env[item["name"]] = local(item["value"])
-    port = free_port()
-    env.update({"RUNTIME_PORT": str(port), contract.APP_HOST_ENV: "127.0.0.1"})
-    argv = [sys.executable if part == "python" else part for part in container["command"]]
-    proc = spawn(argv, env=env, cwd=root, name=container["name"])
-    wait_for_port("127.0.0.1", port, timeout=30, proc=proc.popen)
-    return proc, port
-
-
 def _objects(plan: Plan, kind: str) -> dict[str, dict[str, Any]]:
     return {d.manifest["metadata"]["name"]: d.manifest for d in plan.objects if d.manifest["kind"] == kind}
 
@@ -163,6 +115,7 @@ def test_rendered_aer_and_tool_pod_start_and_a_tool_call_reaches_the_provider(
                 secrets=secrets,
                 root=tmp_path / component,
                 spawn=spawn,
+                pythonpath=f"{EXAMPLE_AGENT}:{REPO_ROOT}",
             )
         with httpx.Client(timeout=10) as http:
             for component, (_, port) in procs.items():

@@ -101,12 +101,11 @@ async def _ask(run: RunState, request: ToolExecuteRequest) -> ToolExecuteAnswer:
         _check_answer(request, answer)
         return answer
 
-    result: ToolExecuteAnswer = await _guard(run, exchange())
     await confirm_replies(run)
+    result: ToolExecuteAnswer = await _guard(run, exchange())
     return result
 
 
-def _outcome(run: RunState, answer: ToolExecuteAnswer, *, tool: str) -> Any:
 def agent_suspend(run: RunState, reason: str, payload: Any) -> dict[str, Any]:
     """`app.suspend` in agent code: a step of its own. On a resumed run whose OE sent the human's answer
     for this step, return it (`{decision, reviewer_notes}`); otherwise raise the signal the runner reports
@@ -179,6 +178,7 @@ async def report_suspend(run: RunState, signal: SuspendRequested) -> SuspendRequ
     raise PlatformFailure(failure)
 
 
+def _outcome(run: RunState, answer: ToolExecuteAnswer, *, tool: str) -> Any:
     """The final outcome the OE returned, as the value or exception agent code sees."""
     if answer.from_cache:
         logger.info("cached result: tool=%s step=%d", tool, answer.step)

@@ -119,6 +119,7 @@ async def run_execution(
     ):
         try:
             result = await run_runnable(app.build(context), request.input)
+            # Replayed agent-level suspensions are confirmed before the run may say it completed.
             await confirm_replies(run)
         except PlatformFailure as failure:
             return _failed(
@@ -127,7 +128,13 @@ async def run_execution(
         except SuspendRequested as signal:
             if run.platform_failure is not None:
                 return _failed(execution_id, category=PLATFORM_FAILURE, explanation=run.platform_failure)
+            if signal.pending is not None and run.suspension is None:
+                # `app.suspend` in agent code: the OE holds it at its step before the run says SUSPENDED.
+                try:
                     signal = await report_suspend(run, signal)
+                except PlatformFailure as failure:
+                    explanation = run.platform_failure or failure.message
+                    return _failed(execution_id, category=PLATFORM_FAILURE, explanation=explanation)
             return _suspended(execution_id, signal)
         except asyncio.CancelledError:
             raise

@@ -152,7 +152,7 @@ class ToolCallService:
         try:
             # The body may ask for this call's idempotency key (`sdk.idempotency_key()`).
             with call_scope(call.execution_id, call.step):
-                result = await self._tracked_run(call)
+                result = await self._run(call)
         except SuspendRequested as signal:
             # Out of band: the status says "suspend"; a tool returning {"status": "suspend"} is a success.
             try:
