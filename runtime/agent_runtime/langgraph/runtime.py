@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agent_runtime.langgraph.agent import LangGraphAgent, is_compiled_graph
 from agent_runtime.langgraph.checkpointer import checkpoint_settings
@@ -37,7 +38,7 @@ from agent_runtime.langgraph.platform_checkpointer import PlatformCheckpointer
 from agent_runtime.langgraph.secure_llm import GovernedChatModel
 from agent_runtime.langgraph.thread_id import ThreadIdResolver, resolve_thread_id
 from agent_runtime.sdk import app as base
-from agent_runtime.sdk.context import RequestContext, entrypoint_active
+from agent_runtime.sdk.context import RequestContext, active_run, entrypoint_active
 from agent_runtime.sdk.input_schema import ToolDefinitionError
 from agent_runtime.sdk.runnable import Runnable, as_runnable
 
@@ -83,6 +84,10 @@ class App(base.App):
 
     def checkpointer(self) -> PlatformCheckpointer:
         """The platform checkpointer: pass it to `graph.compile(checkpointer=...)`. One per App."""
+        run = active_run()
+        if run is not None and run.context.construction:
+            # The Tool Pod's start-up build never runs the graph, and its env need not name the AER's store.
+            return PlatformCheckpointer.wrapping(InMemorySaver())
         if self._checkpointer is None:
             self._checkpointer = PlatformCheckpointer.from_settings(checkpoint_settings(self.environ))
         return self._checkpointer

@@ -155,7 +155,8 @@ def test_a_langchain_tool_registers_as_an_app_tool_and_runs_governed() -> None:
 def test_the_tool_pod_construction_registers_the_adapted_model_and_calls_nothing() -> None:
     from langchain_openai import ChatOpenAI
 
-    app = App(app_name="pod", env={"CHECKPOINT_STORE": "memory"})
+    # The Tool Pod does not get the AER's checkpoint store: its build must not need it.
+    app = App(app_name="pod", env={"CHECKPOINT_STORE": "mongodb"})
     chat = ChatOpenAI(base_url="http://127.0.0.1:9/v1", model="m", api_key=lambda: "unused", max_retries=0)
 
     @app.entrypoint
