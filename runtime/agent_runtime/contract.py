@@ -69,6 +69,9 @@ REQUIRE_PROJECT_SCOPED_DB_ENV: Final = "REQUIRE_PROJECT_SCOPED_DB"
 # Drain settings (L-06); the RUNNER_ prefix already makes them platform variables.
 DRAIN_MAX_DEADLINE_MS_ENV: Final = "RUNNER_DRAIN_MAX_DEADLINE_MS"
 DRAIN_RECORD_TTL_S_ENV: Final = "RUNNER_DRAIN_RECORD_TTL_S"
+# The pod's own IP (downward API status.podIP): the AER and the Tool Pod report `http://<it>:<port>` with
+# every answer, so the OE drains and interrupts that pod directly, not through the Service (Decision 8).
+POD_IP_ENV: Final = "RUNNER_POD_IP"
 
 # LLM credentials are platform-owned (Decision 9): the operator lists the env names it routed from
 # spec.llm.credentials here (comma-separated), and the well-known key names are never a tenant's either.

@@ -2,7 +2,8 @@
 
 Logging is installed first, before the tenant's AGENT_ENTRYPOINT is imported, so every start-up failure is
 one ERROR record and a non-zero exit, never a raw traceback. SIGTERM stops accepting connections, lets
-in-flight calls finish (bounded by DRAIN_TIMEOUT_S), closes the executors and exits 0.
+in-flight calls finish (bounded by SHUTDOWN_TIMEOUT_S), closes the executors and exits 0. That is the
+process's shutdown, not the per-execution drain (`POST /drain`, servers/drain.py) the OE asks for.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("agent_runtime.launcher")
 
-# Below Kubernetes' default 30 s termination grace period, so the drain ends before SIGKILL.
-DRAIN_TIMEOUT_S = 25.0
+# Below Kubernetes' default 30 s termination grace period, so the shutdown ends before SIGKILL.
+SHUTDOWN_TIMEOUT_S = 25.0
 # Local runs and tests only: the operator never sets it, pods use the fixed port of their mode.
 PORT_OVERRIDE_ENV = "RUNTIME_PORT"
 
@@ -74,6 +75,19 @@ def select_port(mode: RunnerMode, env: Mapping[str, str]) -> int:
     return int(raw)
 
 
+def select_drain_settings(mode: RunnerMode, env: Mapping[str, str]) -> None:
+    """The AER and the Tool Pod refuse to start on a malformed drain setting or pod IP (L-06)."""
+    if mode not in (RunnerMode.AER, RunnerMode.TOOL):
+        return
+    from agent_runtime.servers.drain import DrainSettings, DrainSettingsError, PodIdentity
+
+    try:
+        DrainSettings.from_env(env)
+        PodIdentity.from_env(env, host="", port=select_port(mode, env))
+    except DrainSettingsError as exc:
+        raise LaunchError(str(exc)) from None
+
+
 def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     """Load the token, the tenant App and the bundle, and build the mode's ASGI app."""
     if mode is RunnerMode.OE:
@@ -103,14 +117,21 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     logger.info(
         "connector bundle resolved: %d connector(s), digest=%s", len(bundle.connectors), bundle.digest
     )
+    from agent_runtime.listen import resolve_listen_host
+    from agent_runtime.servers.drain import DrainSettings, PodIdentity
+
+    drain_settings = DrainSettings.from_env(env)
+    pod = PodIdentity.from_env(env, host=resolve_listen_host(env), port=select_port(mode, env))
     if mode is RunnerMode.TOOL:
         return build_tool_app(
             connectors=bundle.connectors,
             app=tenant,
             secret_env=tenant_secret_env(env),
             token=token,
-            pod_name=env.get("HOSTNAME") or None,  # Kubernetes sets it to the pod's name
+            pod_name=pod.name,  # HOSTNAME: Kubernetes sets it to the pod's name
             app_id=env.get("APP_ID") or None,
+            pod_address=pod.address,
+            drain_settings=drain_settings,
         )
     if tenant is None:
         raise LaunchError(
@@ -129,7 +150,9 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         token=token,
         oe=oe,
         app_id=env.get("APP_ID") or None,
-        drain_timeout_s=DRAIN_TIMEOUT_S,
+        shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
+        pod=pod,
+        drain_settings=drain_settings,
     )
 
 
@@ -151,7 +174,7 @@ def serve(app: ASGIApp, *, host: str, port: int) -> bool:
         lifespan="on",
         server_header=False,
         proxy_headers=False,  # pods are reached directly by the OE, never through a proxy we trust
-        timeout_graceful_shutdown=int(DRAIN_TIMEOUT_S),
+        timeout_graceful_shutdown=int(SHUTDOWN_TIMEOUT_S),
     )
     server = uvicorn.Server(config)
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -170,6 +193,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     try:
         mode = select_mode(env)
         port = select_port(mode, env)
+        select_drain_settings(mode, env)
     except LaunchError as exc:
         logger.error("%s", exc)
         return EXIT_BAD_CONFIG

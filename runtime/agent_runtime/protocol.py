@@ -26,6 +26,9 @@ INVOKE_LLM_PATH = "/invoke_llm"
 OE_TOOL_EXECUTE_PATH = "/tool/execute"
 OE_TOOL_RESULT_PATH = "/tool/result"
 OE_CALLBACK_PATH = "/executor/callback"
+# Both runtimes (AER and Tool Pod): stop an execution's work, or one call of it (DR-01, IC-01).
+DRAIN_PATH = "/drain"
+INTERRUPT_CALL_PATH = "/interrupt/call"
 
 # Error categories the platform adds to the Tool Pod's and the connector core's.
 POLICY_DENIED = "policy_denied"
@@ -123,10 +126,15 @@ class AERExecuteRequest(Request):
 
 
 class AERExecutionStatus(BaseModel):
-    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it."""
+    """The AER's answer to `POST /execute` (202) and to `GET /executions/{id}` (200) while it runs it.
+
+    `pod_name` and `pod_address` say which pod answered, so the OE drains that pod directly (Decision 8).
+    """
 
     execution_id: str
     state: Literal["running"] = "running"
+    pod_name: str | None = None
+    pod_address: str | None = None
 
 
 # AER -> OE ------------------------------------------------------------------------------------------------
@@ -229,6 +237,8 @@ class CallOutcome(BaseModel):
     error: CallError | None = None
     duration_ms: float = 0.0
     pod_name: str | None = None
+    # The answering pod's own base URL (`http://<pod IP>:8002`): where the OE sends a drain (Decision 8).
+    pod_address: str | None = None
 
 
 # Client -> OE ---------------------------------------------------------------------------------------------
@@ -260,3 +270,55 @@ class WrappedResume(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     human_review: ReviewDecision
+
+
+# OE -> AER and Tool Pod: drain and interrupt/call (DR-01 to DR-14, IC-01 to IC-10) ------------------------
+
+# Error categories of a call stopped by these contracts (its own answer, IC-09), or refused at admission.
+INTERRUPTED = "interrupted"
+EXECUTION_DRAINED = "execution_drained"
+EXECUTION_DRAINING = "execution_draining"
+
+DrainOutcome = Literal["accepted", "completed", "timed_out", "delivery_failed"]
+InterruptOutcome = Literal["interrupted", "not_found", "already_settled", "not_cancellable"]
+EXECUTION_NOT_FOUND = "execution_not_found"
+
+
+class DrainRequest(Request):
+    """`POST /drain`: stop every tracked piece of work of one execution by `deadline_at_ms` (epoch ms).
+
+    `workspace_id` is required, and must equal APP_ID, on a managed runtime (APP_ID set); it is checked by
+    the receiver, so it is optional here.
+    """
+
+    request_id: str = _ID
+    execution_id: str = _ID
+    reason: str = Field(default="", max_length=1024)
+    deadline_at_ms: int = Field(ge=0)
+    workspace_id: str | None = Field(default=None, max_length=256)
+
+
+class DrainAnswer(BaseModel):
+    """202 with `accepted` while the work settles; 200 with the final outcome after (DR-04)."""
+
+    outcome: DrainOutcome
+    reason_code: str | None = None
+    pod_name: str | None = None
+    pod_address: str | None = None
+
+
+class InterruptCallRequest(Request):
+    """`POST /interrupt/call`: stop the one call at `step_number` (the key is `step_number`, not `step`)."""
+
+    execution_id: str = _ID
+    step_number: int = Field(ge=0)
+    workspace_id: str | None = Field(default=None, max_length=256)
+    request_id: str | None = Field(default=None, max_length=256)  # accepted and ignored (IC-02)
+
+
+class InterruptCallAnswer(BaseModel):
+    """Always 200 once the workspace check passed (IC-03)."""
+
+    outcome: InterruptOutcome
+    pod_name: str | None = None
+    pod_address: str | None = None

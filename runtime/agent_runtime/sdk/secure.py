@@ -40,6 +40,7 @@ from agent_runtime.sdk.errors import (
     SuspendRequested,
     ToolExecutionError,
 )
+from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, call_tracker_var, run_tracked
 
 if TYPE_CHECKING:
     from agent_runtime.sdk.app import ToolSpec
@@ -241,11 +242,20 @@ class SecureToolWrapper:
         try:
             with tool_body_scope(), call_scope(run.context.execution_id, step):
                 async with asyncio.timeout(spec.timeout_s) as deadline:
-                    value = await spec.acall(kwargs)
+                    # Tracked, so that a drain or an interrupt of this step stops exactly this body.
+                    value = await run_tracked(
+                        call_tracker_var.get(),
+                        execution_id=run.context.execution_id,
+                        step=step,
+                        cancellable=spec.is_async,
+                        start=lambda: spec.acall(kwargs),
+                    )
         except SuspendRequested as signal:
             signal.step, signal.tool = step, spec.name
             await outcome.suspend(signal, tool=spec.name)
             raise
+        except (CallInterrupted, ExecutionDraining) as exc:
+            raise await outcome.fail(exc.category, exc.explanation) from None
         except TimeoutError as exc:
             if not deadline.expired():
                 raise await outcome.raised(spec.name, exc) from None

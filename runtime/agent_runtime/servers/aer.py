@@ -6,6 +6,10 @@
 - `GET /executions/{execution_id}`: 200 `{execution_id, state: "running"}` while this process runs it, else
   404 (the OE's watchdog asks).
 - `GET /tools`: every tool with `is_local` and `sensitive`, for the OE's routing and policy.
+- `POST /drain`, `POST /interrupt/call`: stop an execution's turn and local tool bodies, or one local call
+  (`servers/drain_http.py`). A drained execution's `POST /execute` is a 409 `execution_draining`.
+
+Answers name the pod (`pod_name`, `pod_address`) so the OE can drain that pod directly (Decision 8).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from starlette.routing import Route
 from agent_runtime.connectors import ToolDefinitions
 from agent_runtime.protocol import AER_EXECUTE_PATH, AER_EXECUTION_PATH, AERExecuteRequest, AERExecutionStatus
 from agent_runtime.sdk import App, OEApi
+from agent_runtime.sdk.tracking import ExecutionDraining
 from agent_runtime.servers.auth import ASGIApp
 from agent_runtime.servers.bodies import MAX_BODY_BYTES, malformed, read_request_body, too_large
 from agent_runtime.servers.component_app import build_component_app
+from agent_runtime.servers.drain import DrainSettings, PodIdentity, WorkRegistry
+from agent_runtime.servers.drain_http import work_routes
 from agent_runtime.servers.executions import ExecutionConflictError, ExecutionRunner, WorkspaceMismatchError
 from agent_runtime.servers.health import Readiness
 from agent_runtime.servers.metrics import ExecutionMetrics, ToolMetrics
@@ -30,11 +37,16 @@ from agent_runtime.servers.tool_surface import routed_tool_surface, tool_surface
 
 TOOLS_PATH = "/tools"
 # The launcher passes its own; this default matches it for apps built directly (tests).
-DEFAULT_DRAIN_TIMEOUT_S = 25.0
+DEFAULT_SHUTDOWN_TIMEOUT_S = 25.0
 
 
-def execution_routes(runner: ExecutionRunner) -> list[Route]:
+def execution_routes(runner: ExecutionRunner, *, pod: PodIdentity | None = None) -> list[Route]:
     """`POST /execute` and `GET /executions/{execution_id}`."""
+    pod = pod or PodIdentity()
+
+    def status(execution_id: str) -> dict[str, object]:
+        answer = AERExecutionStatus(execution_id=execution_id, pod_name=pod.name, pod_address=pod.address)
+        return answer.model_dump(exclude_none=True)
 
     async def execute(request: Request) -> Response:
         body = await read_request_body(request, limit=MAX_BODY_BYTES)
@@ -52,12 +64,14 @@ def execution_routes(runner: ExecutionRunner) -> list[Route]:
             return JSONResponse(
                 {"detail": f"execution {call.execution_id!r} is already running here"}, status_code=409
             )
-        return JSONResponse(AERExecutionStatus(execution_id=call.execution_id).model_dump(), status_code=202)
+        except ExecutionDraining as exc:
+            return JSONResponse({"error": exc.category, "detail": exc.explanation}, status_code=409)
+        return JSONResponse(status(call.execution_id), status_code=202)
 
     async def execution(request: Request) -> Response:
         execution_id = request.path_params["execution_id"]
         if runner.is_running(execution_id):
-            return JSONResponse(AERExecutionStatus(execution_id=execution_id).model_dump())
+            return JSONResponse(status(execution_id))
         return JSONResponse({"detail": "this process is not running that execution"}, status_code=404)
 
     return [
@@ -73,9 +87,14 @@ def build_aer_app(
     token: str,
     oe: OEApi,
     app_id: str | None = None,
-    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+    pod: PodIdentity | None = None,
+    drain_settings: DrainSettings | None = None,
 ) -> ASGIApp:
     """The AER app over a loaded bundle and tenant App; runs report to `oe`."""
+    pod = pod or PodIdentity()
+    # The execution's life is its turn here: an interrupt waits for a call only while the turn runs.
+    work = WorkRegistry(settings=drain_settings, bounded_by_life=True)
     tenant_tools = list(app.tools.values())
     surface = routed_tool_surface(connectors=connectors, tenant_tools=tenant_tools)
     metrics = ToolMetrics(component="aer", known_tools=frozenset(entry["name"] for entry in surface))
@@ -85,18 +104,23 @@ def build_aer_app(
         tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools),
         metrics=ExecutionMetrics(metrics.registry, component="aer"),
         app_id=app_id,
+        work=work,
     )
 
     async def tools(_: Request) -> Response:
         return JSONResponse({"tools": surface})
 
     async def shutdown() -> None:
-        # uvicorn has stopped taking requests; runs in flight get the drain timeout to finish.
-        await runner.drain(drain_timeout_s)
+        # uvicorn has stopped taking requests; runs in flight get the shutdown timeout to finish.
+        await runner.shutdown(shutdown_timeout_s)
         await oe.aclose()
 
     return build_component_app(
-        routes=[*execution_routes(runner), Route(TOOLS_PATH, tools, methods=["GET"])],
+        routes=[
+            *execution_routes(runner, pod=pod),
+            Route(TOOLS_PATH, tools, methods=["GET"]),
+            *work_routes(work, app_id=app_id, pod=pod),
+        ],
         token=token,
         metrics=metrics,
         readiness=Readiness(),

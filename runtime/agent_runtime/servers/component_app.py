@@ -45,7 +45,7 @@ def build_component_app(
         try:
             yield
         finally:
-            readiness.mark_draining()
+            readiness.mark_shutting_down()
             if on_shutdown is not None:
                 await on_shutdown()
 

@@ -33,6 +33,8 @@ from agent_runtime.sdk.context import RunState, entrypoint_scope, run_scope
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.runnable import run_runnable
 from agent_runtime.sdk.secure import confirm_replies, report_suspend
+from agent_runtime.sdk.tracking import ExecutionDraining, call_tracker_var
+from agent_runtime.servers.drain import WorkRegistry
 from agent_runtime.servers.metrics import ExecutionMetrics
 
 logger = logging.getLogger(__name__)
@@ -162,12 +164,15 @@ class ExecutionRunner:
         tools: Sequence[dict[str, Any]],
         metrics: ExecutionMetrics,
         app_id: str | None = None,
+        work: WorkRegistry | None = None,
     ) -> None:
         self._app = app
         self._oe = oe
         self._tools = tuple(tools)
         self._metrics = metrics
         self._app_id = app_id or None
+        # The turn and its local tool bodies are tracked work, for POST /drain and /interrupt/call (DR-12).
+        self._work = work
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def is_running(self, execution_id: str) -> bool:
@@ -182,10 +187,16 @@ class ExecutionRunner:
         if self._app_id is not None and request.workspace_id != self._app_id:
             raise WorkspaceMismatchError(request.workspace_id)
         execution_id = request.execution_id
+        if self._work is not None and self._work.draining(execution_id) is not None:
+            raise ExecutionDraining(execution_id)  # before the conflict: a drained run may still be ending
         if execution_id in self._tasks:
             raise ExecutionConflictError(execution_id)
+        # Raises ExecutionDraining (409) once a drain of it was accepted here (DR-10).
+        turn = self._work.admit(execution_id, None, cancellable=True) if self._work is not None else None
         task = asyncio.get_running_loop().create_task(self._execute(request), name=execution_id)
         self._tasks[execution_id] = task
+        if turn is not None and self._work is not None:
+            self._work.attach(turn, task)
 
         def forget(done: asyncio.Task[None]) -> None:
             if self._tasks.get(execution_id) is done:
@@ -195,6 +206,7 @@ class ExecutionRunner:
 
     async def _execute(self, request: AERExecuteRequest) -> None:
         execution_id = request.execution_id
+        call_tracker_var.set(self._work)  # this task's own context: its local tool bodies are tracked
         with log_context(execution_id=execution_id, step=None):
             logger.info("execution %s started (resume=%s)", execution_id, request.resume)
             self._metrics.started()
@@ -204,7 +216,13 @@ class ExecutionRunner:
             except asyncio.CancelledError:
                 elapsed = time.perf_counter() - started
                 self._metrics.finished(status=CallbackStatus.FAILED.value, duration_s=elapsed)
-                await self._report_cancelled(execution_id)
+                drained = self._work.draining(execution_id) if self._work is not None else None
+                if drained is not None:
+                    # The OE drained it because it cancelled it: it needs no callback, and the drain
+                    # settles sooner without one.
+                    logger.info("execution %s drained (%s)", execution_id, drained)
+                else:
+                    await self._report_cancelled(execution_id)
                 raise
             self._metrics.finished(status=callback.status.value, duration_s=time.perf_counter() - started)
             logger.info("execution %s ended %s", execution_id, callback.status.value)
@@ -223,8 +241,11 @@ class ExecutionRunner:
         except (TimeoutError, PlatformFailure):
             logger.error("execution %s: cancelled at shutdown; the OE was not told", execution_id)
 
-    async def drain(self, timeout_s: float) -> None:
-        """Wait up to `timeout_s` for the runs in flight, then cancel the rest (each reports FAILED)."""
+    async def shutdown(self, timeout_s: float) -> None:
+        """SIGTERM: wait up to `timeout_s` for the runs in flight, then cancel the rest (each reports FAILED).
+
+        Not the per-execution drain of `POST /drain` (DR-14): this one stops the whole process.
+        """
         tasks = list(self._tasks.values())
         if not tasks:
             return

@@ -13,7 +13,10 @@ from agent_runtime.contract import HEALTH_PATH, READY_PATH
 
 @dataclass
 class Readiness:
-    """Flipped by the server's lifespan: ready after start-up, not ready again while draining."""
+    """Flipped by the server's lifespan: ready after start-up, not ready again while shutting down.
+
+    Shutting down is the process's SIGTERM path; it is not an execution's drain (`POST /drain`, DR-14).
+    """
 
     ready: bool = False
     reason: str = "starting"
@@ -21,8 +24,8 @@ class Readiness:
     def mark_ready(self) -> None:
         self.ready, self.reason = True, "ready"
 
-    def mark_draining(self) -> None:
-        self.ready, self.reason = False, "draining"
+    def mark_shutting_down(self) -> None:
+        self.ready, self.reason = False, "shutting down"
 
 
 def health_routes(readiness: Readiness) -> list[Route]:

@@ -23,6 +23,8 @@ from agent_runtime.protocol import LLM_ERROR, UNKNOWN_LLM, CallError, CallOutcom
 from agent_runtime.redaction import redact
 from agent_runtime.sdk import App, PlatformFailure, RequestContext
 from agent_runtime.sdk.errors import SuspendRequested
+from agent_runtime.sdk.tracking import run_tracked
+from agent_runtime.servers.drain import WorkRegistry
 from agent_runtime.servers.metrics import UNKNOWN_TOOL_LABEL, LLMMetrics
 
 logger = logging.getLogger(__name__)
@@ -75,12 +77,17 @@ class LLMCallService:
         metrics: LLMMetrics,
         secret_values: Sequence[str] = (),
         pod_name: str | None = None,
+        pod_address: str | None = None,
+        work: WorkRegistry | None = None,
     ) -> None:
         self._app = app
         self._context = context
         self._metrics = metrics
         self._secret_values = tuple(secret_values)
         self._pod_name = pod_name
+        self._pod_address = pod_address
+        # Model calls of an execution are tracked work, like tool calls (DR-12).
+        self._work = work
         self._constructed = app is None
         self._lock = asyncio.Lock()
 
@@ -121,7 +128,13 @@ class LLMCallService:
             error = self._unknown(call.llm_id)
         else:
             try:
-                message = await self._run(model, call)
+                message = await run_tracked(
+                    self._work,
+                    execution_id=call.execution_id,
+                    step=call.step,
+                    cancellable=True,
+                    start=lambda: self._run(model, call),
+                )
             except (Exception, PlatformFailure, SuspendRequested) as exc:
                 error = self._classify(call.llm_id, exc)
         duration_s = time.perf_counter() - started
@@ -129,13 +142,21 @@ class LLMCallService:
             logger.warning("model %s failed: %s", label, error.category)
             self._metrics.call_finished(llm_id=label, status="error", duration_s=duration_s)
             return CallOutcome(
-                status="error", error=error, duration_ms=duration_s * 1000, pod_name=self._pod_name
+                status="error",
+                error=error,
+                duration_ms=duration_s * 1000,
+                pod_name=self._pod_name,
+                pod_address=self._pod_address,
             )
         self._metrics.call_finished(
             llm_id=label, status="success", duration_s=duration_s, usage=message.get("usage_metadata")
         )
         return CallOutcome(
-            status="success", result=message, duration_ms=duration_s * 1000, pod_name=self._pod_name
+            status="success",
+            result=message,
+            duration_ms=duration_s * 1000,
+            pod_name=self._pod_name,
+            pod_address=self._pod_address,
         )
 
     @staticmethod

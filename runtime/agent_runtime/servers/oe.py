@@ -333,7 +333,7 @@ def build_oe_app(
         try:
             yield
         finally:
-            readiness.mark_draining()
+            readiness.mark_shutting_down()
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)

@@ -1,7 +1,8 @@
 """The Tool Pod's HTTP surface (port 8002): `POST /execute`, `POST /invoke_llm`, and `GET /tools`.
 
 Both calls answer 200 with a `CallOutcome` (`status` success, error or suspend, `pod_name`), 413 over the body
-cap and 422 naming each bad field of a malformed body.
+cap and 422 naming each bad field of a malformed body. `POST /drain` and `POST /interrupt/call` stop an
+execution's calls, or one of them (`servers/drain_http.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from agent_runtime.servers.bodies import (
     too_large,
 )
 from agent_runtime.servers.component_app import build_component_app
+from agent_runtime.servers.drain import DrainSettings, PodIdentity, WorkRegistry
+from agent_runtime.servers.drain_http import work_routes
 from agent_runtime.servers.health import Readiness
 from agent_runtime.servers.llm_calls import LLMCallService, construction_context
 from agent_runtime.servers.metrics import LLMMetrics, ToolMetrics
@@ -118,18 +121,24 @@ def build_tool_app(
     token: str,
     pod_name: str | None = None,
     app_id: str | None = None,
+    pod_address: str | None = None,
+    drain_settings: DrainSettings | None = None,
 ) -> ASGIApp:
     """The Tool Pod app: executors made now and closed at shutdown; the entrypoint built at start-up."""
     tenant_tools = list(app.tools.values()) if app is not None else []
     remote_tools = [spec for spec in tenant_tools if not spec.is_local]
     surface = tool_surface(connectors=connectors, tenant_tools=remote_tools)
     metrics = ToolMetrics(component="tool", known_tools=frozenset(entry["name"] for entry in surface))
+    # Every tool and model call of an execution, for POST /drain and POST /interrupt/call.
+    work = WorkRegistry(settings=drain_settings)
     service = ToolCallService(
         connectors=connectors,
         tenant_tools=remote_tools,
         secret_env=secret_env,
         metrics=metrics,
         pod_name=pod_name,
+        pod_address=pod_address,
+        work=work,
     )
     # The entrypoint is built with every tool the agent may offer a model, local ones included.
     context = construction_context(
@@ -141,7 +150,10 @@ def build_tool_app(
         metrics=LLMMetrics(metrics.registry, component="tool"),
         secret_values=[value for value in secret_env.values() if value],
         pod_name=pod_name,
+        pod_address=pod_address,
+        work=work,
     )
+    controls = work_routes(work, app_id=app_id, pod=PodIdentity(name=pod_name, address=pod_address))
 
     async def tools(_: Request) -> Response:
         return JSONResponse({"tools": surface})
@@ -153,7 +165,11 @@ def build_tool_app(
         await llm_calls.construct()
 
     return build_component_app(
-        routes=[Route(TOOLS_PATH, tools, methods=["GET"]), invoke_llm_route(llm_calls, recent=recent)],
+        routes=[
+            Route(TOOLS_PATH, tools, methods=["GET"]),
+            invoke_llm_route(llm_calls, recent=recent),
+            *controls,
+        ],
         token=token,
         metrics=metrics,
         readiness=Readiness(),

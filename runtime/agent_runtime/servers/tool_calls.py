@@ -41,6 +41,8 @@ from agent_runtime.redaction import redact
 from agent_runtime.sdk import PlatformFailure, ToolDefinitionError, ToolSpec
 from agent_runtime.sdk.calls import call_scope
 from agent_runtime.sdk.errors import SuspendRequested
+from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, run_tracked
+from agent_runtime.servers.drain import WorkRegistry
 from agent_runtime.servers.metrics import ToolMetrics
 from agent_runtime.servers.tool_surface import check_unique_tool_names
 
@@ -115,9 +117,14 @@ class ToolCallService:
         secret_env: Mapping[str, str],
         metrics: ToolMetrics,
         pod_name: str | None = None,
+        pod_address: str | None = None,
+        work: WorkRegistry | None = None,
     ) -> None:
         remote = [spec for spec in tenant_tools if not spec.is_local]
         self._pod_name = pod_name
+        self._pod_address = pod_address
+        # Calls with an execution are tracked here, so a drain or an interrupt can stop them (DR-12).
+        self._work = work
         check_unique_tool_names(connectors=connectors, tenant_tools=remote)
         check_required_secrets(remote, secret_env)
         check_connector_credentials(connectors, secret_env)
@@ -137,6 +144,24 @@ class ToolCallService:
     def tool_names(self) -> frozenset[str]:
         return frozenset(self._routes)
 
+    def is_cancellable(self, tool: str) -> bool:
+        """False for a sync tenant body, which runs in a worker thread that no signal reaches (IC-07)."""
+        target = self._routes.get(tool)
+        return not isinstance(target, ToolSpec) or target.is_async
+
+    async def _tracked_run(self, call: ExecuteRequest) -> Any:
+        """`_run` as tracked work of its execution; refused while that execution drains (DR-10)."""
+        try:
+            return await run_tracked(
+                self._work,
+                execution_id=call.execution_id,
+                step=call.step,
+                cancellable=self.is_cancellable(call.tool),
+                start=lambda: self._run(call),
+            )
+        except (ExecutionDraining, CallInterrupted) as exc:
+            raise _TenantToolFailure(exc.category, exc.explanation) from None
+
     async def aclose(self) -> None:
         """Close every executor's connection pool."""
         for executor in self._executors:
@@ -152,7 +177,7 @@ class ToolCallService:
         try:
             # The body may ask for this call's idempotency key (`sdk.idempotency_key()`).
             with call_scope(call.execution_id, call.step):
-                result = await self._run(call)
+                result = await self._tracked_run(call)
         except SuspendRequested as signal:
             # Out of band: the status says "suspend"; a tool returning {"status": "suspend"} is a success.
             try:
@@ -172,10 +197,22 @@ class ToolCallService:
         duration_ms = duration_s * 1000
         if error is not None:
             logger.warning("tool %s failed: %s", call.tool, error.category)
-            return CallOutcome(status="error", error=error, duration_ms=duration_ms, pod_name=self._pod_name)
+            return CallOutcome(
+                status="error",
+                error=error,
+                duration_ms=duration_ms,
+                pod_name=self._pod_name,
+                pod_address=self._pod_address,
+            )
         if status == "suspend":
             logger.info("tool %s suspended the execution", call.tool)
-        return CallOutcome(status=status, result=result, duration_ms=duration_ms, pod_name=self._pod_name)
+        return CallOutcome(
+            status=status,
+            result=result,
+            duration_ms=duration_ms,
+            pod_name=self._pod_name,
+            pod_address=self._pod_address,
+        )
 
     async def _run(self, call: ExecuteRequest) -> Any:
         target = self._routes.get(call.tool)

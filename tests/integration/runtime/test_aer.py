@@ -90,7 +90,9 @@ def _execute(
 
 def test_a_run_goes_through_the_oe_and_ends_with_a_callback(aer: Component, oe: RunningFakeOE) -> None:
     status, accepted = _execute(aer, "ex-loop", task={"mode": "loop", "text": "count a b c"})
-    assert (status, accepted) == (202, {"execution_id": "ex-loop", "state": "running"})
+    # Decision 8: the answer names the pod, so the OE can drain exactly this one.
+    assert status == 202
+    assert accepted == {"execution_id": "ex-loop", "state": "running", "pod_address": aer.url}
     [callback] = oe.wait_for_callbacks(1)
     assert callback == {
         "execution_id": "ex-loop",
@@ -112,7 +114,11 @@ def test_a_run_goes_through_the_oe_and_ends_with_a_callback(aer: Component, oe: 
 def test_http_edges(aer: Component, oe: RunningFakeOE) -> None:
     assert _execute(aer, "ex-slow", task={"sleep": 1.5})[0] == 202
     with aer.client(timeout=10) as client:
-        assert client.get("/executions/ex-slow").json() == {"execution_id": "ex-slow", "state": "running"}
+        assert client.get("/executions/ex-slow").json() == {
+            "execution_id": "ex-slow",
+            "state": "running",
+            "pod_address": aer.url,
+        }
         assert client.get("/executions/nobody").status_code == 404
         assert _execute(aer, "ex-slow", task={})[0] == 409
         other = client.post("/execute", json={"execution_id": "ex-other", "workspace_id": "team-b.x"})

@@ -289,7 +289,7 @@ def test_runner_tracks_runs_refuses_duplicates_and_other_workspaces_and_survives
         await _eventually(lambda: runner.running == 0)
         # A finished execution may be started again (a resume).
         runner.start(AERExecuteRequest(execution_id="a", workspace_id="ns.agent", input="A2", resume=True))
-        await runner.drain(5)
+        await runner.shutdown(5)
 
     asyncio.run(main())
     assert [(c.execution_id, c.status.value, c.result) for c in oe.callbacks] == [
@@ -299,7 +299,7 @@ def test_runner_tracks_runs_refuses_duplicates_and_other_workspaces_and_survives
     ]
 
 
-def test_drain_waits_then_cancels_and_reports_failed() -> None:
+def test_shutdown_waits_then_cancels_and_reports_failed() -> None:
     app = App()
 
     @app.entrypoint
@@ -313,7 +313,7 @@ def test_drain_waits_then_cancels_and_reports_failed() -> None:
         runner = _runner(app, oe)
         runner.start(AERExecuteRequest(execution_id="quick", input=0.05))
         runner.start(AERExecuteRequest(execution_id="stuck", input=60))
-        await runner.drain(0.5)
+        await runner.shutdown(0.5)
         assert runner.running == 0
 
     asyncio.run(main())
