@@ -320,6 +320,7 @@ info_log_path = {root}/dovecot.log
 ssl = no
 disable_plaintext_auth = no
 auth_mechanisms = plain login
+auth_failure_delay = 0
 default_internal_user = {mail_user}
 default_internal_group = {mail_user}
 default_login_user = {login_user}
@@ -429,7 +430,7 @@ def smtp_server(*, require_auth: bool = True) -> Iterator[SmtpServer]:
             and auth_data.login.decode() == MAIL_USER
             and auth_data.password.decode() == MAIL_PASSWORD
         )
-        return AuthResult(success=ok)
+        return AuthResult(success=ok, handled=False)  # unhandled: aiosmtpd answers 535 itself
 
     controller = Controller(
         Handler(),

@@ -163,7 +163,7 @@ def build_app(peer: SaasPeer) -> Starlette:
                 return JSONResponse(chosen[: int(request.query_params.get("per_page", "30"))])
             if len(parts) == 4 and request.method == "POST":
                 data = json.loads(body)
-                if not data.get("title"):
+                if not str(data.get("title", "")).strip():
                     return JSONResponse(
                         {
                             "message": "Validation Failed",
@@ -256,6 +256,10 @@ def build_app(peer: SaasPeer) -> Starlette:
                 if isinstance(prop, dict)
                 for t in prop.get("title", [])
             )
+            data["properties"] = {
+                name: _typed_title(prop) if isinstance(prop, dict) and "title" in prop else prop
+                for name, prop in (data.get("properties") or {}).items()
+            }
             page = {
                 "object": "page",
                 "id": f"page-{len(peer.notion_pages) + 1}",
@@ -491,27 +495,40 @@ def build_app(peer: SaasPeer) -> Starlette:
     )
 
 
+def _typed_title(prop: dict[str, Any]) -> dict[str, Any]:
+    """A title property as Notion returns it: typed, each rich text with its plain_text."""
+    texts = [{**t, "plain_text": t.get("text", {}).get("content", "")} for t in prop["title"]]
+    return {**prop, "type": "title", "title": texts}
+
+
 def _public(page: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in page.items() if not k.startswith("_")}
 
 
 @contextlib.contextmanager
-def running_saas_peer() -> Iterator[SaasPeer]:
-    """The peer on a free loopback port, in a thread, for the block."""
-    peer = SaasPeer()
+def running_app(app: Any) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port, in a thread, for the block; yields its base URL."""
     port = free_port()
-    config = uvicorn.Config(build_app(peer), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the SaaS peer did not start")
+            raise RuntimeError("the loopback server did not start")
         time.sleep(0.02)
-    peer.url = f"http://127.0.0.1:{port}"
     try:
-        yield peer
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@contextlib.contextmanager
+def running_saas_peer() -> Iterator[SaasPeer]:
+    """The SaaS peer on a free loopback port, in a thread, for the block."""
+    peer = SaasPeer()
+    with running_app(build_app(peer)) as url:
+        peer.url = url
+        yield peer

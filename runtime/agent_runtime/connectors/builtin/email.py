@@ -317,14 +317,20 @@ def _header(value: str | None) -> str:
 def _parse_fetch(parts: list[Any]) -> list[dict[str, Any]]:
     """FETCH answers as `{uid, flags, from, to, subject, date, message_id, snippet}`."""
     by_uid: dict[str, dict[str, Any]] = {}
+    entry: dict[str, Any] | None = None
     for part in parts:
         if not isinstance(part, tuple) or len(part) < 2:
             continue
         head = part[0].decode("utf-8", errors="replace")
         uid_match = re.search(r"UID (\d+)", head)
-        if uid_match is None:
+        if uid_match is not None:
+            entry = by_uid.setdefault(uid_match.group(1), {"uid": uid_match.group(1)})
+        elif not re.match(r"^\d+ \(", head) and entry is not None:
+            pass  # a later item of the same message's FETCH answer
+        else:
             continue
-        entry = by_uid.setdefault(uid_match.group(1), {"uid": uid_match.group(1)})
+        if entry is None:
+            continue
         flags = re.search(r"FLAGS \(([^)]*)\)", head)
         if flags:
             entry["flags"] = flags.group(1).split()

@@ -183,7 +183,7 @@ def _title(item: dict[str, Any]) -> str:
     parts = item.get("title") if isinstance(item.get("title"), list) else None
     if parts is None:
         for prop in (item.get("properties") or {}).values():
-            if isinstance(prop, dict) and prop.get("type") == "title":
+            if isinstance(prop, dict) and isinstance(prop.get("title"), list):
                 parts = prop.get("title")
                 break
     return "".join(p.get("plain_text", "") for p in parts or [] if isinstance(p, dict))
