@@ -15,6 +15,8 @@ worker thread for MongoDB (its saver creates indexes in its constructor) and per
 from __future__ import annotations
 
 import asyncio
+import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
@@ -33,6 +35,26 @@ from agent_runtime.sdk.context import active_run
 from agent_runtime.sdk.errors import PlatformFailure
 
 Opener = Callable[[], Awaitable[BaseCheckpointSaver]]
+
+# aiosqlite runs each connection in a non-daemon thread that only a close ends, and the interpreter joins
+# non-daemon threads before it runs atexit handlers: an AER told to stop would hang on an open checkpoint
+# connection. So open connections are stopped by a hook that runs before that join (what
+# concurrent.futures uses for its own workers); the data is already committed.
+_open_sqlite: weakref.WeakSet[Any] = weakref.WeakSet()
+_stop_hook_registered = False
+
+
+def _stop_open_sqlite() -> None:
+    for connection in list(_open_sqlite):
+        connection.stop()
+
+
+def _track_sqlite(connection: Any) -> None:
+    global _stop_hook_registered
+    _open_sqlite.add(connection)
+    if not _stop_hook_registered:
+        threading._register_atexit(_stop_open_sqlite)  # type: ignore[attr-defined]
+        _stop_hook_registered = True
 
 
 class PlatformCheckpointer(BaseCheckpointSaver):
@@ -80,6 +102,7 @@ class PlatformCheckpointer(BaseCheckpointSaver):
 
                 await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
                 connection = await aiosqlite.connect(str(path))
+                _track_sqlite(connection)
                 saver = AsyncSqliteSaver(connection)
                 await saver.setup()
                 return saver
