@@ -51,7 +51,7 @@ class TimedState(MessagesState):
     timings: Annotated[list[list[Any]], operator.add]
 
 
-def build_graph(model: Any, tools: list[BaseTool], checkpointer: BaseCheckpointSaver | None) -> Any:
+def build_graph(model: Any, tools: list[BaseTool], *, checkpointer: BaseCheckpointSaver | None) -> Any:
     """The graph both runs use: each node reports how long its super-step took."""
     bound = model.bind_tools(tools)
     tool_node = ToolNode(tools)
@@ -93,7 +93,7 @@ async def noop(item_id: str) -> dict[str, str]:
 @app.entrypoint
 def build(ctx: RequestContext) -> Any:
     model = app.llm(_chat(os.environ["AGENTIC_LLM_BASE_URL"]), llm_id="main")
-    return build_graph(model, app.langchain_tools(ctx, names=["noop"]), app.checkpointer())
+    return build_graph(model, app.langchain_tools(ctx, names=["noop"]), checkpointer=app.checkpointer())
 
 
 # Super-steps ----------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def _turn_input(turn: int) -> dict[str, Any]:
 
 
 async def _bare_turns(peer_url: str, turns: int, *, warmup: int) -> dict[str, list[float]]:
-    graph = build_graph(_chat(peer_url), [bare_noop], InMemorySaver())
+    graph = build_graph(_chat(peer_url), [bare_noop], checkpointer=InMemorySaver())
     timings: dict[str, list[float]] = {"model": [], "tools": []}
     for turn in range(-warmup, turns):
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}

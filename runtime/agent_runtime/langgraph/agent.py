@@ -83,7 +83,7 @@ class LangGraphAgent:
         with graph_run_scope(GraphRun(ledger=ledger, checkpointed=checkpointer is not None)):
             result = await self.graph.ainvoke(graph_input, config)
         if run.suspension is not None and run.platform_failure is None and checkpointer is not None:
-            await self._save_ledger(checkpointer, config, ledger)
+            await self._save_ledger(checkpointer, config, ledger=ledger)
             raise run.suspension
         if run.suspension is None and isinstance(result, Mapping) and result.get(INTERRUPT_KEY):
             raise UngovernedInterruptError(
@@ -114,7 +114,7 @@ class LangGraphAgent:
 
     @staticmethod
     async def _save_ledger(
-        checkpointer: BaseCheckpointSaver, config: dict[str, Any], ledger: StepLedger
+        checkpointer: BaseCheckpointSaver, config: dict[str, Any], *, ledger: StepLedger
     ) -> None:
         found = await checkpointer.aget_tuple(config)
         if found is None:

@@ -115,7 +115,9 @@ def test_the_langgraph_agent_runs_tools_waits_for_approval_and_resumes_without_d
     else:
         uri = request.getfixturevalue("ferretdb_uri")
         checkpoint_env = {"MONGODB_URI": uri, "MDB_AGENTIC_STORE_DB": f"e2e_{tmp_path.name[-8:]}"}
-    platform = _platform(tmp_path, spawn, llm_peer, notes_provider, checkpoint_env)
+    platform = _platform(
+        tmp_path, spawn=spawn, llm_peer=llm_peer, provider=notes_provider, env=checkpoint_env
+    )
     llm_peer.push(
         Turn.calls(("word_count", {"text": TEXT}), ("notes_listNotes", {})),
         Turn.calls(("notes_createNote", {"text": "5 words: " + TEXT})),
@@ -169,7 +171,7 @@ def test_a_model_failure_in_the_tool_pod_fails_the_turn_without_leaking_the_key(
 ) -> None:
     """The peer answers 401 quoting the key it was sent, as careless providers do."""
     env = {"CHECKPOINT_STORE": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite3")}
-    platform = _platform(tmp_path, spawn, llm_peer, notes_provider, env)
+    platform = _platform(tmp_path, spawn=spawn, llm_peer=llm_peer, provider=notes_provider, env=env)
     llm_peer.push(Turn.error(401))
     execution_id = platform.invoke({"messages": [{"role": "user", "content": "hello"}]})
     view = platform.wait(execution_id)
