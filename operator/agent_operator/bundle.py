@@ -6,12 +6,16 @@ runtime, so a bundle built here is byte-identical to one the runtime builds from
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from agent_operator.inputs import InputProblem
+from agent_operator.inputs import CatalogFailure, Catalogs, InputProblem, catalog_key
 from agent_operator.models import Connector
 from agent_runtime.connectors import (
     BUNDLE_INDEX,
@@ -21,9 +25,18 @@ from agent_runtime.connectors import (
     load_catalog_text,
     materialize_connector,
 )
+from agent_runtime.connectors.errors import DocumentTooComplexError
 from agent_runtime.contract import is_platform_env
 
 BUNDLE = "BundleReady"
+# The connector core's rule for a connector name (it prefixes every tool name), in Kubernetes' alphabet.
+CONNECTOR_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+_BUNDLE_NAME = re.compile(r"^(?P<agent>.+)-bundle-(?P<digest>[0-9a-f]{12})(?:-(?P<part>[0-9]+))?$")
+BIG_DOCUMENT_HINT = (
+    "a ConfigMap holds at most 1 MiB, and plain `kubectl apply` refuses one over 256 KiB (its "
+    "last-applied annotation): create it with `kubectl apply --server-side` or `kubectl create configmap "
+    "--from-file`, or store the smaller compiled catalog (`python -m agent_runtime.connectors compile`)"
+)
 
 
 @dataclass(frozen=True)
@@ -49,11 +62,49 @@ def _is_flat_name(name: str) -> bool:
     return bool(name) and "/" not in name and "\\" not in name and name not in {".", ".."}
 
 
-def materialize(connector: Connector, config_maps: Mapping[str, Mapping[str, str] | None]) -> ToolDefinitions:
-    """The Connector's selected tools with base URL and credential env bound, or InputProblem."""
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be a provider's base URL (scheme, host, port), or None."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # e.g. a port over 65535
+        return f"{exc}; write a port from 1 to 65535"
+    if parts.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parts.hostname:
+        return "it names no host"
+    if port == 0:
+        return "port 0 is not a TCP port; write a port from 1 to 65535"
+    return None
+
+
+def materialize(
+    connector: Connector,
+    config_maps: Mapping[str, Mapping[str, str] | None],
+    catalogs: Catalogs | None = None,
+) -> ToolDefinitions:
+    """The Connector's selected tools with base URL and credential env bound, or InputProblem.
+
+    A catalog compiled ahead is taken from `catalogs` (by connector name and text digest); else it is
+    compiled here."""
     name = connector.meta.name
     ref = connector.spec.catalog.config_map_key_ref
     where = f"Connector {name}: spec.catalog.configMapKeyRef"
+    if not CONNECTOR_NAME.match(name):
+        raise InputProblem(
+            reason="ConnectorNameInvalid",
+            condition=BUNDLE,
+            message=f"Connector {name}: metadata.name must start with a letter and hold only lowercase "
+            "letters, digits and '-', at most 40 characters (it prefixes every tool name); recreate the "
+            "Connector under such a name, e.g. petstore",
+        )
+    base_url = connector.spec.source.base_url
+    if (problem := url_problem(base_url)) is not None:
+        raise InputProblem(
+            reason="BaseUrlInvalid",
+            condition=BUNDLE,
+            message=f"Connector {name}: spec.source.baseUrl {base_url!r} is not usable: {problem}",
+        )
     if not _is_flat_name(ref.key) or ".." in ref.key:
         raise InputProblem(
             reason="PathEscape",
@@ -74,7 +125,8 @@ def materialize(connector: Connector, config_maps: Mapping[str, Mapping[str, str
         raise InputProblem(
             reason="CatalogMissing",
             condition=BUNDLE,
-            message=f"{where}.name: ConfigMap {ref.name!r} does not exist; create it or fix the name",
+            message=f"{where}.name: ConfigMap {ref.name!r} does not exist; create it or fix the name "
+            f"({BIG_DOCUMENT_HINT})",
         )
     if ref.key not in data:
         known = ", ".join(sorted(data)) or "none"
@@ -83,15 +135,17 @@ def materialize(connector: Connector, config_maps: Mapping[str, Mapping[str, str
             condition=BUNDLE,
             message=f"{where}.key: ConfigMap {ref.name!r} has no key {ref.key!r} (keys: {known})",
         )
-    try:
-        catalog = load_catalog_text(data[ref.key], connector_name=name)
-    except (ValueError, TypeError) as exc:
+    text = data[ref.key]
+    compiled = (catalogs or {}).get(catalog_key(name, text))
+    if compiled is None:
+        compiled = compile_catalog_text(text, connector_name=name)
+    if isinstance(compiled, CatalogFailure):
         raise InputProblem(
-            reason="CatalogInvalid",
+            reason=compiled.reason,
             condition=BUNDLE,
-            message=f"{where}: ConfigMap {ref.name!r} key {ref.key!r} is neither a valid OpenAPI 3.0 "
-            f"document nor a compiled catalog: {_first_line(exc)}",
-        ) from exc
+            message=catalog_failure_message(where, ref.name, ref.key, compiled),
+        )
+    catalog = compiled
     allow = connector.spec.expose.allow if connector.spec.expose.allow is not None else ("*",)
     if allow != ("*",):
         known_names = {t.name for t in catalog.tools} | {
@@ -127,6 +181,28 @@ def materialize(connector: Connector, config_maps: Mapping[str, Mapping[str, str
         ) from exc
 
 
+def compile_catalog_text(text: str, *, connector_name: str) -> ToolDefinitions | CatalogFailure:
+    """A catalog key's text -> its catalog, or why not (never raises for bad input)."""
+    try:
+        return load_catalog_text(text, connector_name=connector_name)
+    except DocumentTooComplexError as exc:
+        return CatalogFailure(reason="CatalogTooComplex", detail=_first_line(exc))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return CatalogFailure(reason="CatalogInvalid", detail=_first_line(exc))
+
+
+def catalog_failure_message(where: str, config_map: str, key: str, failure: CatalogFailure) -> str:
+    if failure.reason == "CatalogTooComplex":
+        return (
+            f"{where}: ConfigMap {config_map!r} key {key!r} is too complex to compile ({failure.detail}); "
+            "remove YAML aliases and $ref fan-out, or keep only the paths the agent needs"
+        )
+    return (
+        f"{where}: ConfigMap {config_map!r} key {key!r} is neither a valid OpenAPI 3.0 document nor a "
+        f"compiled catalog: {failure.detail}"
+    )
+
+
 def render_bundle(
     *,
     agent_name: str,
@@ -154,7 +230,8 @@ def render_bundle(
             reason="BundleTooLarge",
             condition=BUNDLE,
             message=f"the connector bundle is {total} bytes, more than {max_parts} ConfigMaps of "
-            f"{budget_bytes} bytes; narrow spec.expose.allow on the largest Connectors",
+            f"{budget_bytes} bytes; list only the operations the agent needs in spec.expose.allow of the "
+            "largest Connectors (the bundle holds only those)",
         )
     stem = f"{agent_name}-bundle-{bundle.digest[:12]}"
     names = [stem] if len(groups) == 1 else [f"{stem}-{i}" for i in range(len(groups))]
@@ -177,7 +254,8 @@ def _pack(files: Mapping[str, str], *, budget_bytes: int) -> list[dict[str, str]
                 reason="BundleTooLarge",
                 condition=BUNDLE,
                 message=f"bundle file {file_name!r} is {size} bytes, over one ConfigMap's {budget_bytes}; "
-                "narrow spec.expose.allow on that Connector",
+                "list only the operations the agent needs in that Connector's spec.expose.allow (the "
+                "bundle holds only those)",
             )
         if used[-1] + size > budget_bytes:
             groups.append({})
@@ -185,6 +263,37 @@ def _pack(files: Mapping[str, str], *, budget_bytes: int) -> list[dict[str, str]
         groups[-1][file_name] = files[file_name]
         used[-1] += size
     return groups
+
+
+def bundle_stem(name: str) -> tuple[str, str] | None:
+    """(stem, digest prefix) of a bundle ConfigMap name `<agent>-bundle-<digest12>[-<part>]`, or None."""
+    match = _BUNDLE_NAME.match(name)
+    if match is None:
+        return None
+    return f"{match['agent']}-bundle-{match['digest']}", match["digest"]
+
+
+def bundle_tampering(files: Mapping[str, str], *, digest_prefix: str) -> str | None:
+    """What is wrong with a bundle's files (all its ConfigMaps' keys) against the digest in its name,
+    or None when the index hashes to that digest and lists exactly these files with their hashes."""
+    index = files.get(BUNDLE_INDEX)
+    if index is None:
+        return f"no {BUNDLE_INDEX}"
+    if hashlib.sha256(index.encode()).hexdigest()[:12] != digest_prefix:
+        return f"{BUNDLE_INDEX} does not hash to the digest {digest_prefix} in the name"
+    try:
+        entries = {e["file"]: e["sha256"] for e in json.loads(index)["connectors"]}
+    except (ValueError, KeyError, TypeError):
+        return f"{BUNDLE_INDEX} is not a bundle index"
+    extra = sorted(set(files) - set(entries) - {BUNDLE_INDEX})
+    if extra:
+        return f"files the index does not list: {extra}"
+    for file_name, sha in sorted(entries.items()):
+        if file_name not in files:
+            return f"{file_name} is missing"
+        if hashlib.sha256(files[file_name].encode()).hexdigest() != sha:
+            return f"{file_name} does not match its hash in {BUNDLE_INDEX}"
+    return None
 
 
 def _describe(exc: ValueError) -> str:

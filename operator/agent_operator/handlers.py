@@ -1,7 +1,10 @@
 """kopf handlers: thin. Each watch event updates the Operator's view and calls its reconcile.
 
 Only raw event handlers are used, so kopf itself never writes to Agents (no progress annotations, no
-finalizers): deleting an Agent leaves everything to ownerReferences and the garbage collector.
+finalizers): deleting an Agent leaves everything to ownerReferences and the garbage collector. kopf watches
+Agents, Connectors and the operator's own children; ConfigMaps and Secrets are watched for metadata only
+(watches.py), which kopf cannot do. A reconcile that fails is retried with backoff; nothing here stops on
+one object's failure, least of all the periodic resync.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from typing import Any
 import httpx
 import kopf
 
-from agent_operator.apply import AgentKey, Operator
+from agent_operator.controller import Operator
 from agent_operator.kube import ApiError, Connection, KubeApi
 from agent_operator.models import AGENT_PLURAL, CONNECTOR_PLURAL, GROUP, VERSION
 from agent_operator.peering import outranked
-from agent_operator.render import MANAGED_BY, WATCHED_LABEL
+from agent_operator.render import MANAGED_BY
 from agent_operator.settings import OperatorSettings
+from agent_operator.watches import Change, MetadataWatch
+from agent_operator.writer import AgentKey
 
 log = logging.getLogger("agent_operator")
 
@@ -65,9 +70,8 @@ def configure(settings: OperatorSettings, *, identity: str) -> None:
 async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     config: OperatorSettings = _state.get("settings") or OperatorSettings.from_env(os.environ)
     settings.posting.enabled = False  # our own Events say what matters; kopf's would be writes per handler
-    settings.watching.label_selectors["configmaps"] = f"{WATCHED_LABEL}=true"
-    settings.watching.label_selectors["secrets"] = f"{WATCHED_LABEL}=true"
-    settings.watching.label_selectors["deployments"] = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+    for plural in CHILD_KINDS:
+        settings.watching.label_selectors[plural] = f"app.kubernetes.io/managed-by={MANAGED_BY}"
     settings.batching.worker_limit = 256
     # Only raw event handlers here: kopf's per-event diff base (a deep copy of every body) is never used.
     settings.persistence.diffbase_storage = _NoDiffBase()
@@ -76,17 +80,23 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         raise kopf.PermanentError("no Kubernetes credentials: neither a service account nor a kubeconfig")
     api = KubeApi(Connection.from_kopf(info), max_connections=config.api_connections)
     op = Operator(api, config)
-    _state.update(operator=op, retries={}, generations={}, versions={})
+    _state.update(operator=op, retries={}, generations={}, tasks=set())
+    watches = [
+        MetadataWatch(api, kind=kind, namespace=ns, on_change=_on_referenced_change)
+        for kind in ("ConfigMap", "Secret")
+        for ns in (config.namespaces or (None,))
+    ]
+    _state["background"] = [asyncio.create_task(w.run()) for w in watches]
     if config.resync_seconds > 0:
-        _state["resync"] = asyncio.create_task(_resync_loop(op, config.resync_seconds))
+        _state["background"].append(asyncio.create_task(_resync_loop(op, config.resync_seconds)))
 
 
 @kopf.on.cleanup()
 async def cleanup(**_: Any) -> None:
-    if task := _state.pop("resync", None):
+    for task in _state.pop("background", []):
         task.cancel()
     if op := _state.pop("operator", None):
-        await op.api.aclose()
+        await op.aclose()
 
 
 @kopf.on.probe(id="api_requests")
@@ -96,15 +106,22 @@ def api_requests(**_: Any) -> dict[str, int]:
 
 
 async def _resync_loop(op: Operator, interval: float) -> None:
+    """Every `interval`: list the managed objects again and reconcile everything. A failing object is
+    retried on its own; the loop itself survives anything but cancellation."""
     while True:
         await asyncio.sleep(interval)
-        if await _paused(op):
-            continue
-        op.forget_applied()
-        for key in list(op.connectors):
-            await _guarded(op.reconcile_connector, key, what="connector")
-        for key in list(op.agents):
-            await _guarded(op.reconcile_agent, key, what="agent")
+        try:
+            if await _paused(op):
+                continue
+            op.forget_applied()
+            for key in list(op.connectors):
+                await _guarded(op.reconcile_connector, key, what="connector")
+            for key in list(op.agents):
+                await _guarded(op.reconcile_agent, key, what="agent")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("resync round failed; the next round runs as planned")
 
 
 async def _paused(op: Operator) -> bool:
@@ -127,32 +144,45 @@ async def _paused(op: Operator) -> bool:
 
 
 async def _guarded(func: Any, key: AgentKey, *, what: str, attempt: int = 0) -> None:
-    """Run one reconcile; on API or transport errors retry later with backoff instead of crashing."""
-    try:
-        await func(key)
-    except (ApiError, httpx.HTTPError) as exc:
-        delay = _RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)]
-        log.warning(
-            "reconcile failed; retrying",
-            extra={
-                "kind": what,
-                "namespace": key[0],
-                "object": key[1],
-                "error": str(exc)[:300],
-                "retry_in": delay,
-            },
+    """Run one reconcile (which reports its own failures); when it failed, retry later with backoff."""
+    if await func(key):
+        _state["retries"].pop((what, key), None)
+        return
+    delay = _RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)]
+    retries: dict[tuple[str, AgentKey], asyncio.Task[None]] = _state.setdefault("retries", {})
+    if (what, key) not in retries:
+        retries[(what, key)] = asyncio.create_task(
+            _retry(func, key, what=what, attempt=attempt + 1, delay=delay)
         )
-        retries: dict[tuple[str, AgentKey], asyncio.Task[None]] = _state.setdefault("retries", {})
-        if (what, key) not in retries:
-            retries[(what, key)] = asyncio.create_task(
-                _retry(func, key, what=what, attempt=attempt + 1, delay=delay)
-            )
 
 
 async def _retry(func: Any, key: AgentKey, *, what: str, attempt: int, delay: float) -> None:
     await asyncio.sleep(delay)
     _state["retries"].pop((what, key), None)
     await _guarded(func, key, what=what, attempt=attempt)
+
+
+async def _on_referenced_change(change: Change) -> None:
+    """From the metadata watches: handled in a task of its own, so the watch reads on."""
+    task = asyncio.create_task(_referenced_changed(change))
+    tasks: set[asyncio.Task[None]] = _state["tasks"]
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+async def _referenced_changed(change: Change) -> None:
+    op = operator()
+    try:
+        agents, connectors = await op.referenced_changed(change)
+    except (ApiError, httpx.HTTPError) as exc:  # the next change or the resync gets it
+        log.warning("could not handle a change", extra={"kind": change.kind, "error": str(exc)[:300]})
+        return
+    if (agents or connectors) and await _paused(op):
+        return
+    for key in connectors:
+        await _guarded(op.reconcile_connector, key, what="connector")
+    for key in agents:
+        await _guarded(op.reconcile_agent, key, what="agent")
 
 
 def _spec_unchanged(kind: str, key: AgentKey, body: Any) -> bool:
@@ -172,6 +202,8 @@ async def agent_event(event: dict[str, Any], body: Any, namespace: str, name: st
         _state["generations"].pop(("agent", key), None)
         return
     op.agents[key] = _plain(body)
+    if (body.get("metadata") or {}).get("deletionTimestamp"):
+        return  # being deleted: no writes, the garbage collector removes the children
     if _spec_unchanged("agent", key, body):
         return
     await _guarded(op.reconcile_agent, key, what="agent")
@@ -194,42 +226,54 @@ async def connector_event(event: dict[str, Any], body: Any, namespace: str, name
         await _guarded(op.reconcile_agent, agent, what="agent")
 
 
-async def _referenced_changed(kind: str, event: dict[str, Any], body: Any, namespace: str, name: str) -> None:
+# The operator's own children: a deletion or a hand edit is put back when the watch reports it.
+CHILD_KINDS = {
+    "deployments": ("apps/v1", "Deployment"),
+    "services": ("v1", "Service"),
+    "serviceaccounts": ("v1", "ServiceAccount"),
+    "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
+}
+
+
+async def _child_event(plural: str, event: dict[str, Any], body: Any) -> None:
+    api_version, kind = CHILD_KINDS[plural]
     op = operator()
-    version = (body.get("metadata") or {}).get("resourceVersion")
-    versions: dict[tuple[str, str, str], str] = _state["versions"]
-    first_sight = (kind, namespace, name) not in versions
-    versions[(kind, namespace, name)] = version
-    # The initial listing only repeats what every Agent's own first reconcile reads anyway.
-    if first_sight and event.get("type") is None:
-        return
-    agents, connectors = op.affected_by(namespace, kind, name)
-    for key in connectors:
-        await _guarded(op.reconcile_connector, key, what="connector")
+    # Read in place (no copy): child_changed takes what it needs before its first await.
+    agents = await op.child_changed(api_version, kind, body, deleted=event.get("type") == "DELETED")
     for key in agents:
         await _guarded(op.reconcile_agent, key, what="agent")
 
 
-@kopf.on.event("v1", "configmaps")
-async def config_map_event(event: dict[str, Any], body: Any, namespace: str, name: str, **_: Any) -> None:
-    await _referenced_changed("ConfigMap", event, body, namespace, name)
-
-
-@kopf.on.event("v1", "secrets")
-async def secret_event(event: dict[str, Any], body: Any, namespace: str, name: str, **_: Any) -> None:
-    await _referenced_changed("Secret", event, body, namespace, name)
-
-
 @kopf.on.event("apps", "v1", "deployments")
 async def deployment_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-    try:
-        # Read in place (no copy): deployment_changed takes what it needs before its first await.
-        await operator().deployment_changed(body, deleted=event.get("type") == "DELETED")
-    except (ApiError, httpx.HTTPError) as exc:  # the next Deployment event or resync refreshes status
-        log.warning("status refresh failed", extra={"error": str(exc)[:300]})
+    await _child_event("deployments", event, body)
 
 
-_META_KEYS = ("name", "namespace", "uid", "generation", "resourceVersion", "labels", "annotations")
+@kopf.on.event("v1", "services")
+async def service_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+    await _child_event("services", event, body)
+
+
+@kopf.on.event("v1", "serviceaccounts")
+async def service_account_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+    await _child_event("serviceaccounts", event, body)
+
+
+@kopf.on.event("networking.k8s.io", "v1", "networkpolicies")
+async def network_policy_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+    await _child_event("networkpolicies", event, body)
+
+
+_META_KEYS = (
+    "name",
+    "namespace",
+    "uid",
+    "generation",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "deletionTimestamp",
+)
 
 
 def _plain(body: Any) -> dict[str, Any]:

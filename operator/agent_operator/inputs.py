@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent_operator.models import Agent, Connector, SecretKeyRef
+from agent_runtime.connectors import ToolDefinitions
 
 
 class InputProblem(Exception):
@@ -27,13 +29,34 @@ class SecretMeta:
 
 
 @dataclass(frozen=True)
+class CatalogFailure:
+    """A catalog the compiler refused (`reason` is the condition's, `detail` says why, naming no value)."""
+
+    reason: str
+    detail: str
+
+
+CatalogKey = tuple[str, str]  # connector name, sha256 of the catalog text
+Catalogs = Mapping[CatalogKey, "ToolDefinitions | CatalogFailure"]
+
+
+def catalog_key(connector_name: str, text: str) -> CatalogKey:
+    """What a compiled catalog depends on: the connector's name (its tools' prefix) and the text."""
+    return (connector_name, hashlib.sha256(text.encode()).hexdigest())
+
+
+@dataclass(frozen=True)
 class AgentInputs:
-    """Everything the pure reconcile needs; a missing object maps to None."""
+    """Everything the pure reconcile needs; a missing object maps to None.
+
+    `catalogs` holds catalogs compiled ahead (off the event loop, with limits); one not there is compiled
+    inline, as unit tests do."""
 
     agent: Agent
     connectors: Mapping[str, Connector | None] = field(default_factory=dict)
     config_maps: Mapping[str, Mapping[str, str] | None] = field(default_factory=dict)
     secrets: Mapping[str, SecretMeta | None] = field(default_factory=dict)
+    catalogs: Catalogs = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import os
 import ssl
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,18 @@ PLURALS = {
     "Connector": "connectors",
 }
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Metadata only (names, labels, resourceVersion): a watch of every Secret never carries a Secret's data.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+WATCH_SECONDS = 290  # the server ends each watch after this; the client's read timeout is a little longer
+
+
+def collection_path(api_version: str, kind: str, namespace: str | None) -> str:
+    """A kind's collection in one namespace, or across all of them."""
+    if namespace:
+        return object_path(api_version, kind, namespace)
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    return f"{base}/{PLURALS[kind]}"
 
 
 class ApiError(Exception):
@@ -114,6 +126,13 @@ class KubeApi:
         # Queue here, not in httpcore's pool: each request assignment there checks every waiting request
         # and every connection (a syscall each), which dominated CPU with hundreds of concurrent reconciles.
         self._slots = asyncio.Semaphore(max_connections)
+        # Long-lived watches get their own connections, so they never hold a request slot.
+        self._watch_client = httpx.AsyncClient(
+            base_url=connection.server,
+            headers=headers,
+            verify=self._ssl_context(connection),
+            timeout=httpx.Timeout(30.0, read=WATCH_SECONDS + 30.0),
+        )
 
     @staticmethod
     def _ssl_context(connection: Connection) -> ssl.SSLContext | bool:
@@ -130,6 +149,7 @@ class KubeApi:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        await self._watch_client.aclose()
 
     async def _request(
         self,
@@ -186,13 +206,50 @@ class KubeApi:
         self._raise(response)
         return response.json()
 
-    async def create(self, path: str, manifest: Mapping[str, Any], *, field_manager: str) -> bool:
-        """Create; False when it already exists."""
+    async def create(
+        self, path: str, manifest: Mapping[str, Any], *, field_manager: str
+    ) -> dict[str, Any] | None:
+        """Create and return the stored object; None when one of that name already exists."""
         response = await self._request("POST", path, params={"fieldManager": field_manager}, body=manifest)
         if response.status_code == 409:
-            return False
+            return None
         self._raise(response)
-        return True
+        return response.json()
+
+    async def update(self, path: str, manifest: Mapping[str, Any], *, field_manager: str) -> dict[str, Any]:
+        """Replace the whole object (PUT): what no one renders is dropped, whoever set it."""
+        response = await self._request("PUT", path, params={"fieldManager": field_manager}, body=manifest)
+        self._raise(response)
+        return response.json()
+
+    async def list_metadata(self, path: str) -> tuple[list[dict[str, Any]], str]:
+        """(items as PartialObjectMetadata, the list's resourceVersion)."""
+        self.requests["GET"] += 1
+        async with self._slots:
+            response = await self._client.get(path, headers={"Accept": METADATA_LIST})
+        self._raise(response)
+        body = response.json()
+        return list(body.get("items") or []), (body.get("metadata") or {}).get("resourceVersion", "")
+
+    async def watch_metadata(self, path: str, *, resource_version: str) -> AsyncIterator[dict[str, Any]]:
+        """Watch events ({type, object}) with PartialObjectMetadata objects, until the server ends the
+        watch; an ERROR event (e.g. 410 Gone) is yielded as it comes."""
+        self.requests["WATCH"] += 1
+        params = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_SECONDS),
+        }
+        async with self._watch_client.stream(
+            "GET", path, params=params, headers={"Accept": METADATA_WATCH}
+        ) as response:
+            if not response.is_success:
+                await response.aread()
+                self._raise(response)
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
 
     async def merge_patch(self, path: str, patch: Mapping[str, Any], *, field_manager: str) -> dict[str, Any]:
         response = await self._request(

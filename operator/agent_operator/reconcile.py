@@ -6,15 +6,20 @@ Bad input raises `InputProblem` before anything is rendered, so the apply layer 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent_operator.bundle import BUNDLE, RenderedBundle, materialize, render_bundle
+from agent_operator.bundle import BUNDLE, RenderedBundle, materialize, render_bundle, url_problem
 from agent_operator.imageref import image_reference_problem
-from agent_operator.inputs import AgentInputs, InputProblem, component_secret_refs
+from agent_operator.inputs import AgentInputs, Catalogs, InputProblem, component_secret_refs
 from agent_operator.models import Connector
 from agent_operator.render import Desired, enabled_components, provider_ports, render_objects
 from agent_operator.settings import RenderSettings
+
+# Services are named `<agent>-<component>`: a DNS-1035 label, so no dots and a letter first.
+AGENT_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -32,10 +37,12 @@ class ConnectorSummary:
 
 
 def summarize_connector(
-    inputs_connector: Connector, config_maps: dict[str, dict[str, str] | None]
+    inputs_connector: Connector,
+    config_maps: Mapping[str, Mapping[str, str] | None],
+    catalogs: Catalogs | None = None,
 ) -> ConnectorSummary:
     """A Connector on its own: does it compile, how many tools, which digest. Raises InputProblem."""
-    definitions = materialize(inputs_connector, config_maps)
+    definitions = materialize(inputs_connector, config_maps, catalogs)
     return ConnectorSummary(
         tool_count=len(definitions.tools), digest=hashlib.sha256(definitions.dumps().encode()).hexdigest()
     )
@@ -43,6 +50,19 @@ def summarize_connector(
 
 def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
     agent = inputs.agent
+    if not AGENT_NAME.match(agent.meta.name):
+        # The CRD refuses such names at admission; an Agent from before that rule still gets told.
+        raise InputProblem(
+            reason="NameInvalid",
+            message=f"metadata.name {agent.meta.name!r} cannot name this Agent's Services: use at most 40 "
+            "lowercase letters, digits and '-', starting with a letter and ending with a letter or digit, "
+            "no dots; recreate the Agent under such a name, e.g. my-agent",
+        )
+    if agent.spec.llm.base_url and (problem := url_problem(agent.spec.llm.base_url)) is not None:
+        raise InputProblem(
+            reason="LlmBaseUrlInvalid",
+            message=f"spec.llm.baseUrl {agent.spec.llm.base_url!r} is not usable: {problem}",
+        )
     image = agent.spec.image or settings.default_image
     if image is None:
         raise InputProblem(
@@ -69,7 +89,7 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
                 f"{agent.meta.namespace}; create it or remove it from the list",
             )
         connectors.append(connector)
-    definitions = [materialize(c, inputs.config_maps) for c in connectors]
+    definitions = [materialize(c, inputs.config_maps, inputs.catalogs) for c in connectors]
 
     secret_env = component_secret_refs(agent, inputs.connectors)
     versions: dict[str, str] = {}

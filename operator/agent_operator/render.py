@@ -22,8 +22,6 @@ ROLE_LABEL = "agentengine.io/role"
 APPLIED_HASH = "agentengine.io/applied-hash"
 BUNDLE_DIGEST = "agentengine.io/bundle-digest"
 SECRETS_CHECKSUM = "agentengine.io/secrets-checksum"
-# A label on user ConfigMaps/Secrets an Agent references, so the operator's watches can select them.
-WATCHED_LABEL = "agentengine.io/watched"
 
 COMPONENTS = ("aer", "tool", "memory")
 MODES = {
@@ -249,9 +247,16 @@ def _llm_env(agent: Agent, component: str) -> list[dict[str, Any]]:
 
 
 def _container_env(
-    agent: Agent, component: str, secret_env: Sequence[tuple[str, SecretKeyRef]], settings: RenderSettings
+    agent: Agent,
+    component: str,
+    secret_env: Sequence[tuple[str, SecretKeyRef]],
+    settings: RenderSettings,
+    *,
+    bundle_digest: str,
 ) -> list[dict[str, Any]]:
     env = _platform_env(agent, component, settings)
+    if component in ("aer", "tool"):  # the runtime refuses a mounted bundle with another digest
+        env.append({"name": contract.BUNDLE_DIGEST_ENV, "value": bundle_digest})
     env += [{"name": e.name, "value": e.value} for e in component_spec(agent, component).env]
     env += [
         {"name": env_name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
@@ -309,7 +314,7 @@ def _deployment(
         "image": agent.spec.image,
         "imagePullPolicy": agent.spec.image_pull_policy,
         "command": list(contract.IMAGE_COMMAND),
-        "env": _container_env(agent, component, secret_env, settings),
+        "env": _container_env(agent, component, secret_env, settings, bundle_digest=bundle.digest),
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": contract.READY_PATH, "port": "http"},

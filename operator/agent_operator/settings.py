@@ -38,8 +38,12 @@ class OperatorSettings(BaseModel):
     namespaces: tuple[str, ...] = ()  # empty: every namespace (cluster-wide RBAC)
     peering: str | None = None  # kopf peering name; None: standalone (one replica)
     priority: int | None = None  # kopf peering priority; None: random per process (one active replica)
-    liveness_endpoint: str = "http://0.0.0.0:8080/healthz"
+    # Loopback: a local run exposes nothing; in a pod the chart sets 0.0.0.0 for the kubelet's probe.
+    liveness_endpoint: str = "http://127.0.0.1:8080/healthz"
     resync_seconds: float = 300.0
+    # Catalogs compile in a worker process with these limits (0 seconds: inline, no worker, no limits).
+    compile_timeout_seconds: float = 20.0
+    compile_memory_bytes: int = 192 * 1024 * 1024
     api_connections: int = 8  # concurrent requests of the operator's own client
     log_format: Literal["json", "text"] = "json"
     render: RenderSettings = Field(default_factory=RenderSettings)
@@ -71,6 +75,10 @@ class OperatorSettings(BaseModel):
             fields["resync_seconds"] = float(value)
         if value := env.get("AGENT_OPERATOR_API_CONNECTIONS"):
             fields["api_connections"] = int(value)
+        if value := env.get("AGENT_OPERATOR_COMPILE_TIMEOUT_SECONDS"):
+            fields["compile_timeout_seconds"] = float(value)
+        if value := env.get("AGENT_OPERATOR_COMPILE_MEMORY_BYTES"):
+            fields["compile_memory_bytes"] = int(value)
         if value := env.get("AGENT_OPERATOR_LOG_FORMAT"):
             if value not in ("json", "text"):
                 raise ValueError(f"AGENT_OPERATOR_LOG_FORMAT={value!r}: write json or text")

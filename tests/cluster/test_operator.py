@@ -29,10 +29,11 @@ from tests.cluster.operator_harness import (
     terminating_namespaces,
     wait_for,
 )
+from tests.cluster.test_operator_contract import EXAMPLE_AGENT
 from tests.cluster.test_operator_contract import OPENAPI as CONTRACT_OPENAPI
-from tests.cluster.test_operator_contract import run_rendered_container
 from tests.conftest import REPO_ROOT, Process
 from tests.providers.echo_provider import running_echo_provider
+from tests.rendered_pods import run_rendered_container
 
 
 def test_rollout_update_noop_resync_and_delete(
@@ -194,10 +195,11 @@ def test_a_referenced_secret_change_rolls_only_the_pods_that_use_it(
         return body["spec"]["template"]["metadata"]["annotations"]["agentengine.io/secrets-checksum"]
 
     aer, tool = checksum("bot-aer"), checksum("bot-tool")
+    # LLM credentials reach the Tool Pod only (model calls run there): rotating them leaves the AER alone.
     objs["llm"]["stringData"] = {"openai": "rotated-llm-key"}
     api.must_apply(objs["llm"])
-    wait_for("the AER rolled", lambda: checksum("bot-aer") != aer)
-    assert checksum("bot-tool") == tool
+    wait_for("the Tool Pod rolled", lambda: checksum("bot-tool") != tool)
+    assert checksum("bot-aer") == aer
     ready(api)
 
 
@@ -282,7 +284,8 @@ def test_memory_component_gets_only_the_database_secret(
 
     assert "MEMORY_MONGODB_URI" in env_names("bot-memory")
     assert "MEMORY_MONGODB_URI" not in env_names("bot-aer") | env_names("bot-tool")
-    assert "OPENAI_API_KEY" not in env_names("bot-memory") | env_names("bot-tool")
+    # LLM credentials reach the Tool Pod only (model calls run there).
+    assert "OPENAI_API_KEY" not in env_names("bot-memory") | env_names("bot-aer")
     assert "PETSTORE_TOKEN" not in env_names("bot-memory") | env_names("bot-aer")
     assert api.get("networkpolicies", "bot-memory") is not None
 
@@ -346,6 +349,7 @@ def test_operator_rendered_pods_run_locally_and_serve_a_tool_call(
                 secrets=secrets,
                 root=tmp_path / component,
                 spawn=spawn,
+                pythonpath=f"{EXAMPLE_AGENT}:{REPO_ROOT}",
             )
             for component in ("aer", "tool")
         }

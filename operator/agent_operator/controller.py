@@ -1,0 +1,399 @@
+"""The operator's state and its reconcile flows: read inputs (reader), decide (reconcile, pure), apply
+(writer), report (status_writer, events).
+
+Bad input applies nothing, so the last good bundle and Deployments stay in service. Any other failure of a
+reconcile (a refused write, an API outage, a bug) becomes a condition and a Warning Event on that Agent or
+Connector, is logged once with its traceback, and is retried with backoff; it never stops another object's
+reconcile. An Agent being deleted gets no writes at all.
+
+API permissions the operator needs (the Helm chart's ClusterRole, or a Role per watched namespace):
+
+- agentengine.io agents, connectors: get, list, watch; agents/status, connectors/status: get, patch,
+  update; agents/finalizers: update (blockOwnerDeletion on children)
+- configmaps: get, list, watch, create, delete (bundles are created once, immutable; user ConfigMaps are
+  only read)
+- secrets: get, list, watch, create (the token Secret is created once; user Secrets are only read, for
+  their key names; the watch asks for metadata only)
+- serviceaccounts, services, networkpolicies, deployments: get, list, watch, create, patch, update,
+  delete (update replaces a hand-edited child; delete removes children no longer rendered)
+- replicasets: list (which bundle ConfigMaps are still mounted); events: create
+- kopf.dev clusterkopfpeerings (cluster-wide) or kopfpeerings (namespaced), only with
+  AGENT_OPERATOR_PEERING set: get, list, watch, patch
+
+Watches: Agents and Connectors; the metadata (never the data) of every ConfigMap and Secret, so a
+referenced one created late is noticed within seconds; the operator's own children (label
+`app.kubernetes.io/managed-by=agent-engine-operator`), so a hand edit is reverted when it happens. Secret
+values are never read into logs, status, Events or hashes: a referenced Secret rolls its pods through a
+checksum of its resourceVersion; only its key names are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import re
+from typing import Any
+
+import httpx
+
+from agent_operator.bundle import BUNDLE, bundle_stem
+from agent_operator.compiler import CatalogCompiler
+from agent_operator.events import EventPoster
+from agent_operator.inputs import InputProblem, agent_references
+from agent_operator.kube import ApiError, KubeApi
+from agent_operator.models import Agent, Connector
+from agent_operator.reader import ABSENT, InputReader
+from agent_operator.reconcile import plan_agent, summarize_connector
+from agent_operator.render import AGENT_LABEL, MANAGED_BY, ROLE_LABEL
+from agent_operator.settings import OperatorSettings
+from agent_operator.status import (
+    READY,
+    Outcome,
+    agent_status,
+    connector_status,
+    warning_event,
+)
+from agent_operator.status_writer import StatusWriter
+from agent_operator.watches import Change
+from agent_operator.writer import AgentKey, ApplyError, ChildWriter, MemoKey, Superseded
+
+log = logging.getLogger("agent_operator")
+
+# Worth a condition only when they persist: the API server restarting or busy, a write race.
+_TRANSIENT_STATUS = frozenset({409, 429, 500, 502, 503, 504})
+_TRANSIENT_ATTEMPTS = 3
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def deleting(body: dict[str, Any]) -> bool:
+    return bool((body.get("metadata") or {}).get("deletionTimestamp"))
+
+
+class Operator:
+    """What the handlers share: the latest Agent and Connector bodies, outcomes, and the I/O parts."""
+
+    def __init__(self, api: KubeApi, settings: OperatorSettings) -> None:
+        self.api = api
+        self.settings = settings
+        self.compiler = CatalogCompiler(
+            seconds=settings.compile_timeout_seconds, memory_bytes=settings.compile_memory_bytes
+        )
+        self.reader = InputReader(api, self.compiler)
+        self.writer = ChildWriter(api)
+        self.status = StatusWriter(api)
+        self.events = EventPoster(api)
+        self.agents: dict[AgentKey, dict[str, Any]] = {}
+        self.connectors: dict[AgentKey, dict[str, Any]] = {}
+        self.outcomes: dict[AgentKey, Outcome] = {}
+        self.ready: dict[
+            AgentKey, bool
+        ] = {}  # Ready as last reported, for the Normal Event on becoming Ready
+        self.failures: dict[tuple[str, AgentKey], tuple[str, int]] = {}  # last failure, consecutive count
+        self._locks: dict[AgentKey, asyncio.Lock] = {}
+        self._connector_locks: dict[AgentKey, asyncio.Lock] = {}
+
+    def _lock(self, key: AgentKey) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    async def aclose(self) -> None:
+        self.compiler.close()
+        await self.api.aclose()
+
+    # --- what the watches tell -----------------------------------------------------------------------------
+
+    def forget_agent(self, key: AgentKey) -> None:
+        for store in (self.agents, self.outcomes, self.ready, self._locks):
+            store.pop(key, None)
+        self.failures.pop(("agent", key), None)
+        self.writer.forget_agent(key)
+
+    def forget_applied(self) -> None:
+        """Drop what was learnt about managed objects; the next reconcile per namespace re-lists them
+        (so a resync recreates a child someone deleted and checks every child against its rendering)."""
+        self.writer.forget_all()
+
+    def agents_using_connector(self, namespace: str, connector: str) -> list[AgentKey]:
+        return [
+            key
+            for key, body in self.agents.items()
+            if key[0] == namespace and connector in ((body.get("spec") or {}).get("connectors") or [])
+        ]
+
+    def affected_by(self, namespace: str, kind: str, name: str) -> tuple[list[AgentKey], list[AgentKey]]:
+        """(Agents, Connectors) that reference the ConfigMap or Secret `name`."""
+        connectors = [
+            key
+            for key, body in self.connectors.items()
+            if key[0] == namespace and name in _connector_refs(body, kind)
+        ]
+        agents: set[AgentKey] = set()
+        for key in connectors:
+            agents.update(self.agents_using_connector(namespace, key[1]))
+        if kind == "Secret":
+            for key, body in self.agents.items():
+                if key[0] != namespace:
+                    continue
+                try:
+                    refs = agent_references(Agent.from_body(body), {})
+                except (
+                    ValueError
+                ):  # a body that no longer validates is skipped here, reported by its reconcile
+                    continue
+                if name in refs.secrets:
+                    agents.add(key)
+        return sorted(agents), connectors
+
+    def _live_agent(self, key: AgentKey) -> bool:
+        body = self.agents.get(key)
+        return body is not None and not deleting(body)
+
+    async def child_changed(
+        self, api_version: str, kind: str, body: dict[str, Any], *, deleted: bool
+    ) -> list[AgentKey]:
+        """A watched child changed: the Agents to reconcile (deleted or hand-edited); status refreshed."""
+        meta = body.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        key = (meta.get("namespace", ""), labels.get(AGENT_LABEL, ""))
+        if not self._live_agent(key):
+            return []  # not ours, or its Agent is going: the garbage collector removes it
+        memo: MemoKey = (key[0], api_version, kind, meta.get("name", ""))
+        if deleted:
+            self.writer.child_deleted(memo, labels=labels)
+            return [key]
+        if self.writer.observe(api_version, kind, body):
+            return [key]
+        if kind == "Deployment" and key in self.outcomes:
+            try:
+                async with self._lock(key):
+                    await self._write_status(key)
+                    bundle = self.outcomes[key].bundle
+                    if bundle is not None:
+                        await self.writer.collect_bundles(
+                            key, keep=set(bundle["configMaps"]), digest=bundle["digest"]
+                        )
+            except (ApiError, httpx.HTTPError) as exc:  # the next Deployment event or resync refreshes it
+                log.warning("status refresh failed", extra={"error": str(exc)[:300]})
+        return []
+
+    async def referenced_changed(self, change: Change) -> tuple[list[AgentKey], list[AgentKey]]:
+        """A ConfigMap or Secret changed (metadata watch): the (Agents, Connectors) to reconcile."""
+        ns, name = change.namespace, change.name
+        stem = bundle_stem(name) if change.kind == "ConfigMap" else None
+        if stem is not None and self._live_agent(key := (ns, stem[0].rsplit("-bundle-", 1)[0])):
+            # One of an Agent's bundle ConfigMaps (or one posing as it): deleted, replaced, or ours.
+            changed = await self.writer.bundle_changed(
+                key, name, resource_version=change.resource_version, deleted=change.deleted
+            )
+            return ([key] if changed else []), []
+        labels = change.labels
+        if change.deleted and labels.get(ROLE_LABEL) == "runtime-token":
+            key = (ns, labels.get(AGENT_LABEL, ""))
+            if labels.get("app.kubernetes.io/managed-by") == MANAGED_BY and self._live_agent(key):
+                self.writer.child_deleted((ns, "v1", "Secret", name), labels=labels)
+                return [key], []
+        if not self.reader.stale(change.kind, ns, name, change.resource_version or ABSENT):
+            return [], []
+        return self.affected_by(ns, change.kind, name)
+
+    # --- Agents --------------------------------------------------------------------------------------------
+
+    async def reconcile_agent(self, key: AgentKey) -> bool:
+        """Converge one Agent. Never raises (but for cancellation): False asks for a retry later."""
+        async with self._lock(key):
+            body = self.agents.get(key)
+            if body is None or deleting(body):
+                return True  # an Agent being deleted gets no writes: the garbage collector does the rest
+            writes_before = self.api.writes
+            try:
+                await self._reconcile_agent(key, body)
+            except Superseded:
+                return True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._report_failure("agent", key, exc)
+                return False
+            self.failures.pop(("agent", key), None)
+            # Concurrent reconciles share the counter: exact only while one Agent reconciles at a time.
+            log.info(
+                "agent reconciled",
+                extra={"agent": key[1], "namespace": key[0], "writes": self.api.writes - writes_before},
+            )
+            return True
+
+    async def _reconcile_agent(self, key: AgentKey, body: dict[str, Any]) -> None:
+        agent = Agent.from_body(body)
+        uid = agent.meta.uid
+
+        def current() -> bool:
+            live = self.agents.get(key)
+            return live is not None and not deleting(live) and live["metadata"].get("uid", "") == uid
+
+        try:
+            inputs = await self.reader.agent_inputs(agent)
+            plan = plan_agent(inputs, settings=self.settings.render)
+        except InputProblem as problem:
+            self.outcomes[key] = Outcome(problem=problem)
+            log.warning(
+                "agent input refused", extra={"agent": key[1], "namespace": key[0], "reason": problem.reason}
+            )
+        else:
+            repairs = await self.writer.apply(key, plan.objects, current=current)
+            self.outcomes[key] = Outcome.from_plan(plan)
+            await self.writer.collect_bundles(
+                key, keep=set(plan.bundle.config_map_names), digest=plan.bundle.digest
+            )
+            for repair in repairs:
+                log.warning(
+                    "child repaired",
+                    extra={"agent": key[1], "namespace": key[0], "object": f"{repair.kind}/{repair.name}",
+                           "paths": list(repair.paths[:10])},
+                )  # fmt: skip
+                await self.events.post(body, kind="Agent", reason="ChildRepaired", message=repair.describe())
+        if current():
+            await self._write_status(key)
+
+    async def _write_status(self, key: AgentKey) -> None:
+        body = self.agents.get(key)
+        outcome = self.outcomes.get(key)
+        if body is None or outcome is None or deleting(body):
+            return
+        agent = Agent.from_body(body)
+        previous = body.get("status") or {}
+        status = agent_status(
+            generation=agent.meta.generation,
+            previous=previous,
+            outcome=outcome,
+            deployments=await self.writer.deployment_states(key),
+            memory_enabled=agent.spec.components.memory.enabled,
+            now=_now(),
+        )
+        stored = await self.status.write("Agent", *key, previous=previous, status=status)
+        if stored is not None and key in self.agents:
+            self.agents[key] = {**self.agents[key], "status": stored}
+        if (event := warning_event(previous, outcome.problem)) is not None:
+            await self.events.post(body, kind="Agent", reason=event[0], message=event[1])
+        ready = next((c for c in status["conditions"] if c["type"] == READY), {})
+        is_ready = ready.get("status") == "True"
+        was_ready = self.ready.get(key, _condition(previous, READY).get("status") == "True")
+        self.ready[key] = is_ready
+        if is_ready and not was_ready:
+            await self.events.post(body, kind="Agent", reason=READY, message=ready["message"], type_="Normal")
+
+    # --- Connectors ----------------------------------------------------------------------------------------
+
+    async def reconcile_connector(self, key: AgentKey) -> bool:
+        """The Connector's own status (does it compile, how many tools). Never raises but for cancellation."""
+        async with self._connector_locks.setdefault(key, asyncio.Lock()):
+            body = self.connectors.get(key)
+            if body is None:
+                return True
+            try:
+                await self._reconcile_connector(key, body)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._report_failure("connector", key, exc)
+                return False
+            self.failures.pop(("connector", key), None)
+            return True
+
+    async def _reconcile_connector(
+        self, key: AgentKey, body: dict[str, Any], *, problem: InputProblem | None = None
+    ) -> None:
+        connector = Connector.from_body(body)
+        summary = None
+        if problem is None:
+            try:
+                inputs = await self.reader.connector_inputs(connector)
+                summary = summarize_connector(connector, inputs.config_maps, inputs.catalogs)
+            except InputProblem as exc:
+                problem = exc
+        previous = body.get("status") or {}
+        status = connector_status(
+            generation=connector.meta.generation,
+            previous=previous,
+            summary=summary,
+            problem=problem,
+            now=_now(),
+        )
+        stored = await self.status.write("Connector", *key, previous=previous, status=status)
+        if stored is not None and key in self.connectors:
+            self.connectors[key] = {**self.connectors[key], "status": stored}
+        if (event := warning_event(previous, problem)) is not None:
+            await self.events.post(body, kind="Connector", reason=event[0], message=event[1])
+
+    # --- failures ------------------------------------------------------------------------------------------
+
+    async def _report_failure(self, what: str, key: AgentKey, exc: Exception) -> None:
+        """Log once with the traceback (then briefly), and say it on the object: a condition and an Event
+        (for a transient API error only once it persists)."""
+        detail = _describe(exc)
+        previous, count = self.failures.get((what, key), ("", 0))
+        count += 1
+        self.failures[(what, key)] = (detail, count)
+        extra = {"kind": what, "namespace": key[0], "object": key[1], "error": detail, "attempt": count}
+        if detail != previous:
+            log.error("reconcile failed; retrying with backoff", extra=extra, exc_info=exc)
+        else:
+            log.warning("reconcile failed again; retrying with backoff", extra=extra)
+        if _transient(exc) and count < _TRANSIENT_ATTEMPTS:
+            return
+        if isinstance(exc, ApplyError):
+            problem = InputProblem(
+                reason="ApplyFailed",
+                message=f"{detail}; fix the cause (RBAC, a quota, an admission policy); the operator retries "
+                "with backoff",
+            )
+        else:
+            problem = InputProblem(
+                reason="ReconcileFailed",
+                message=f"the operator could not reconcile this {what} ({detail}); it retries with backoff, "
+                "and its log has the details",
+                condition=BUNDLE if what == "connector" else READY,
+            )
+        try:
+            if what == "agent":
+                if self._live_agent(key):
+                    self.outcomes[key] = Outcome(problem=problem)
+                    await self._write_status(key)
+            elif (body := self.connectors.get(key)) is not None:
+                await self._reconcile_connector(key, body, problem=problem)
+        except (ApiError, httpx.HTTPError) as report_error:  # the API itself is failing: the log must do
+            log.warning(
+                "could not report the failure", extra={**extra, "report_error": str(report_error)[:300]}
+            )
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, httpx.HTTPError):
+        return True
+    error = exc.error if isinstance(exc, ApplyError) else exc
+    return isinstance(error, ApiError) and error.status in _TRANSIENT_STATUS
+
+
+def _describe(exc: Exception) -> str:
+    """One line for a condition: the API server's Status message, or the exception's first line, without
+    any credentials a URL may carry."""
+    if isinstance(exc, ApplyError):
+        text = str(exc)
+    else:
+        lines = str(exc).strip().splitlines()
+        text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return _URL_CREDENTIALS.sub("***@", text)[:500]
+
+
+def _connector_refs(body: dict[str, Any], kind: str) -> set[str]:
+    spec = body.get("spec") or {}
+    if kind == "ConfigMap":
+        return {((spec.get("catalog") or {}).get("configMapKeyRef") or {}).get("name", "")}
+    return {((spec.get("auth") or {}).get("secretKeyRef") or {}).get("name", "")}

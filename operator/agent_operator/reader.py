@@ -1,0 +1,91 @@
+"""Reading what one reconcile needs: an Agent's Connectors, the ConfigMaps and Secrets they reference, and
+their catalogs compiled (off the event loop, see compiler.py).
+
+Secrets are read for their key names and resourceVersion only; no value leaves this module. Every
+referenced object's resourceVersion as last read (or its absence) is remembered, so a metadata watch event
+can tell whether it changes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_operator.compiler import CatalogCompiler
+from agent_operator.inputs import AgentInputs, CatalogKey, SecretMeta, agent_references, catalog_key
+from agent_operator.kube import KubeApi, object_path
+from agent_operator.models import API_VERSION, Agent, Connector
+from agent_runtime.connectors import ToolDefinitions
+
+ObjectKey = tuple[str, str, str]  # kind, namespace, name
+ABSENT = ""  # the resourceVersion remembered for an object that did not exist
+
+
+@dataclass(frozen=True)
+class ConnectorInputs:
+    config_maps: dict[str, dict[str, str] | None]
+    catalogs: dict[CatalogKey, Any]
+
+
+class InputReader:
+    def __init__(self, api: KubeApi, compiler: CatalogCompiler) -> None:
+        self.api = api
+        self.compiler = compiler
+        self.versions: dict[ObjectKey, str] = {}
+
+    def stale(self, kind: str, namespace: str, name: str, resource_version: str) -> bool:
+        """Whether a referenced object's resourceVersion (ABSENT when deleted) differs from the one last
+        read; one never read counts as stale."""
+        return self.versions.get((kind, namespace, name)) != resource_version
+
+    def forget(self) -> None:
+        self.versions.clear()
+
+    async def agent_inputs(self, agent: Agent) -> AgentInputs:
+        ns = agent.meta.namespace
+        connectors: dict[str, Connector | None] = {}
+        for name in agent.spec.connectors:
+            body = await self.api.get(object_path(API_VERSION, "Connector", ns, name))
+            connectors[name] = Connector.from_body(body) if body else None
+        refs = agent_references(agent, connectors)
+        config_maps = {name: await self.config_map(ns, name) for name in sorted(refs.config_maps)}
+        secrets = {name: await self.secret_meta(ns, name) for name in sorted(refs.secrets)}
+        catalogs: dict[CatalogKey, Any] = {}
+        for connector in connectors.values():
+            if connector is not None:
+                catalogs.update(await self._compile(connector, config_maps))
+        return AgentInputs(
+            agent=agent, connectors=connectors, config_maps=config_maps, secrets=secrets, catalogs=catalogs
+        )
+
+    async def connector_inputs(self, connector: Connector) -> ConnectorInputs:
+        ref = connector.spec.catalog.config_map_key_ref
+        config_maps = {ref.name: await self.config_map(connector.meta.namespace, ref.name)}
+        return ConnectorInputs(config_maps=config_maps, catalogs=await self._compile(connector, config_maps))
+
+    async def _compile(
+        self, connector: Connector, config_maps: dict[str, dict[str, str] | None]
+    ) -> dict[CatalogKey, ToolDefinitions | Any]:
+        ref = connector.spec.catalog.config_map_key_ref
+        text = (config_maps.get(ref.name) or {}).get(ref.key)
+        if text is None:
+            return {}  # the pure reconcile reports the missing ConfigMap or key
+        name = connector.meta.name
+        return {catalog_key(name, text): await self.compiler.compile(text, connector_name=name)}
+
+    async def config_map(self, ns: str, name: str) -> dict[str, str] | None:
+        body = await self.api.get(object_path("v1", "ConfigMap", ns, name))
+        self.versions[("ConfigMap", ns, name)] = _version(body)
+        return None if body is None else dict(body.get("data") or {})
+
+    async def secret_meta(self, ns: str, name: str) -> SecretMeta | None:
+        body = await self.api.get(object_path("v1", "Secret", ns, name))
+        self.versions[("Secret", ns, name)] = _version(body)
+        if body is None:
+            return None
+        keys = frozenset((body.get("data") or {}).keys()) | frozenset((body.get("stringData") or {}).keys())
+        return SecretMeta(resource_version=body["metadata"].get("resourceVersion", ""), keys=keys)
+
+
+def _version(body: dict[str, Any] | None) -> str:
+    return ABSENT if body is None else body["metadata"].get("resourceVersion", "")
