@@ -115,7 +115,10 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         logger.info("loaded %s=%s: %d tool(s)", ENTRYPOINT_ENV, spec, len(tenant.tools))
     bundle = resolve_runtime_bundle(env=env)
     logger.info(
-        "connector bundle resolved: %d connector(s), digest=%s", len(bundle.connectors), bundle.digest
+        "connector bundle resolved: %d connector(s), %d built-in, digest=%s",
+        len(bundle.connectors),
+        len(bundle.builtins),
+        bundle.digest,
     )
     from agent_runtime.listen import resolve_listen_host
     from agent_runtime.servers.drain import DrainSettings, PodIdentity
@@ -132,6 +135,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
             app_id=env.get("APP_ID") or None,
             pod_address=pod.address,
             drain_settings=drain_settings,
+            builtins=bundle.builtins,
         )
     if tenant is None:
         raise LaunchError(
@@ -153,6 +157,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
         pod=pod,
         drain_settings=drain_settings,
+        builtins=bundle.builtins,
     )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_runtime.connectors.definitions import ToolDefinitions
 from agent_runtime.connectors.documents import parse_document_text
 from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.framework import BuiltinConnectorDefs, is_builtin_text
 
 BUNDLE_INDEX = "index.yaml"
 BUNDLE_FORMAT = 1
@@ -28,6 +29,8 @@ class BundleEntry(BaseModel):
     file: str
     sha256: str
     tools: int
+    # A built-in connector's type; absent for OpenAPI ones, so their indexes keep their bytes.
+    type: str | None = None
 
 
 class BundleIndex(BaseModel):
@@ -45,14 +48,19 @@ class Bundle:
     digest: str
     tool_count: int
     connectors: list[ToolDefinitions] = field(default_factory=list, compare=False, repr=False)
+    builtins: list[BuiltinConnectorDefs] = field(default_factory=list, compare=False, repr=False)
 
 
-def build_bundle(connectors: Sequence[ToolDefinitions]) -> Bundle:
-    """Pure: same connectors -> byte-identical files and the same digest."""
+def build_bundle(
+    connectors: Sequence[ToolDefinitions], builtins: Sequence[BuiltinConnectorDefs] = ()
+) -> Bundle:
+    """Pure: same connectors -> byte-identical files and the same digest. Built-in connectors are files
+    like any other (`kind: builtin`, their type in the index entry)."""
     files: dict[str, bytes] = {}
     entries: list[BundleEntry] = []
     seen: set[str] = set()
-    for connector in sorted(connectors, key=lambda c: c.name):
+    both: list[ToolDefinitions | BuiltinConnectorDefs] = [*connectors, *builtins]
+    for connector in sorted(both, key=lambda c: c.name):
         if connector.name in seen:
             raise ConnectorError(
                 f"bundle: two connectors are named {connector.name!r}; give each connector a unique name"
@@ -67,10 +75,11 @@ def build_bundle(connectors: Sequence[ToolDefinitions]) -> Bundle:
                 file=file_name,
                 sha256=hashlib.sha256(content).hexdigest(),
                 tools=len(connector.tools),
+                type=connector.type if isinstance(connector, BuiltinConnectorDefs) else None,
             )
         )
     index = BundleIndex(connectors=entries)
-    index_bytes = (json.dumps(index.model_dump(mode="json"), indent=1) + "\n").encode()
+    index_bytes = (json.dumps(index.model_dump(mode="json", exclude_none=True), indent=1) + "\n").encode()
     files[BUNDLE_INDEX] = index_bytes
     # The index lists every file's sha256, so hashing it covers all content.
     digest = hashlib.sha256(index_bytes).hexdigest()
@@ -80,6 +89,7 @@ def build_bundle(connectors: Sequence[ToolDefinitions]) -> Bundle:
         digest=digest,
         tool_count=sum(e.tools for e in entries),
         connectors=list(sorted(connectors, key=lambda c: c.name)),
+        builtins=list(sorted(builtins, key=lambda c: c.name)),
     )
 
 
@@ -94,6 +104,12 @@ def write_bundle(bundle: Bundle, directory: str | Path) -> Path:
 
 def read_bundle(index_path: str | Path) -> tuple[list[ToolDefinitions], str]:
     """Load what `write_bundle` wrote: every path relative to the index and inside its directory."""
+    connectors, _, digest = read_full_bundle(index_path)
+    return connectors, digest
+
+
+def read_full_bundle(index_path: str | Path) -> tuple[list[ToolDefinitions], list[BuiltinConnectorDefs], str]:
+    """`read_bundle` with the built-in connectors too: (OpenAPI connectors, built-ins, digest)."""
     index_file = Path(index_path)
     try:
         index_bytes = index_file.read_bytes()
@@ -121,6 +137,7 @@ def read_bundle(index_path: str | Path) -> tuple[list[ToolDefinitions], str]:
         )
     root = Path(os.path.realpath(index_file.parent))
     connectors = []
+    builtins: list[BuiltinConnectorDefs] = []
     for entry in index.connectors:
         file = contained_path(root, entry.file, field=f"bundle index entry {entry.name!r} file")
         try:
@@ -135,8 +152,11 @@ def read_bundle(index_path: str | Path) -> tuple[list[ToolDefinitions], str]:
                 f"bundle index entry {entry.name!r}: file {entry.file!r} does not match the sha256 the index "
                 "lists; the bundle was changed after it was built: rebuild it"
             )
+        if entry.type is not None or is_builtin_text(text):
+            builtins.append(BuiltinConnectorDefs.loads(text, where=f"bundle file {entry.file}"))
+            continue
         connectors.append(ToolDefinitions.loads(text, where=f"bundle file {entry.file}"))
-    return connectors, hashlib.sha256(index_bytes).hexdigest()
+    return connectors, builtins, hashlib.sha256(index_bytes).hexdigest()
 
 
 def contained_path(root: Path, relative: str, *, field: str) -> Path:

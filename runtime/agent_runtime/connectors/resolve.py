@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent_runtime.connectors.bundle import Bundle, build_bundle, contained_path, read_bundle
+from agent_runtime.connectors.builtin.registry import materialize_builtin
+from agent_runtime.connectors.bundle import Bundle, build_bundle, contained_path, read_full_bundle
 from agent_runtime.connectors.compile import load_catalog_text
 from agent_runtime.connectors.definitions import ToolDefinitions
 from agent_runtime.connectors.documents import parse_document_text, read_local_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
+from agent_runtime.connectors.framework import BuiltinConnectorDefs, ConnectorConfigError
 from agent_runtime.connectors.toolyaml import ToolYaml, materialize_connector
 
 BUNDLE_PATH_ENV = "AGENTIC_CONNECTOR_BUNDLE_PATH"
@@ -28,16 +30,33 @@ class RuntimeBundle:
     connectors: list[ToolDefinitions] = field(default_factory=list)
     digest: str = _EMPTY_DIGEST
     source: Literal["bundle", "agent_config", "none"] = "none"
+    builtins: list[BuiltinConnectorDefs] = field(default_factory=list)
 
     @property
     def tool_count(self) -> int:
-        return sum(len(c.tools) for c in self.connectors)
+        return sum(len(c.tools) for c in self.connectors) + sum(len(c.tools) for c in self.builtins)
 
 
 class ConnectorEntry(BaseModel):
+    """`{source: path/to/tool.yaml}` (OpenAPI), or a built-in connector inline:
+    `{name, type, config, credentials: {secret field: ENV}, expose: {allow: [...]}}`."""
+
     model_config = ConfigDict(extra="forbid")
 
-    source: str
+    source: str | None = None
+    name: str | None = None
+    type: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    credentials: dict[str, str] = Field(default_factory=dict)
+    expose: dict[str, list[str]] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ConnectorEntry:
+        if (self.source is None) == (self.type is None):
+            raise ValueError("give either source (an OpenAPI connector's tool.yaml) or type and name")
+        if self.type is not None and not self.name:
+            raise ValueError("a built-in connector needs a name")
+        return self
 
 
 class AgentConnectors(BaseModel):
@@ -58,7 +77,7 @@ def resolve_runtime_bundle(
     bundle_path = environ.get(BUNDLE_PATH_ENV, "").strip()
     if bundle_path:
         refuse_url(bundle_path, field=BUNDLE_PATH_ENV)
-        connectors, digest = read_bundle(bundle_path)
+        connectors, builtins, digest = read_full_bundle(bundle_path)
         expected = environ.get(BUNDLE_DIGEST_ENV, "").strip()
         if expected and expected != digest:
             raise ConnectorError(
@@ -66,14 +85,16 @@ def resolve_runtime_bundle(
                 f"{BUNDLE_DIGEST_ENV} names; the mounted bundle was replaced after it was rendered: "
                 "refusing to start"
             )
-        return RuntimeBundle(connectors=connectors, digest=digest, source="bundle")
+        return RuntimeBundle(connectors=connectors, digest=digest, source="bundle", builtins=builtins)
     config = agent_config or (
         Path(environ[AGENT_CONFIG_ENV]) if environ.get(AGENT_CONFIG_ENV, "").strip() else None
     )
     if config is None:
         return RuntimeBundle()
     bundle = bundle_from_agent_config(config)
-    return RuntimeBundle(connectors=bundle.connectors, digest=bundle.digest, source="agent_config")
+    return RuntimeBundle(
+        connectors=bundle.connectors, digest=bundle.digest, source="agent_config", builtins=bundle.builtins
+    )
 
 
 def read_agent_config(agent_config: str | Path) -> dict[str, Any]:
@@ -99,7 +120,12 @@ def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
         ) from None
     workspace = Path(os.path.realpath(config_file.parent))
     materialized = []
+    builtins: list[BuiltinConnectorDefs] = []
     for index, entry in enumerate(parsed.connectors):
+        if entry.type is not None:
+            builtins.append(_builtin_entry(entry, where=f"{config_file.name} connectors[{index}]"))
+            continue
+        assert entry.source is not None  # the model allows only one kind
         field_name = f"{config_file.name} connectors[{index}].source"
         refuse_url(entry.source, field=field_name)
         tool_file = contained_path(workspace, entry.source, field=field_name)
@@ -110,4 +136,17 @@ def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
             read_local_text(catalog_file, field=f"{entry.source} tool_defs"), connector_name=tool.name
         )
         materialized.append(materialize_connector(tool, catalog))
-    return build_bundle(materialized)
+    return build_bundle(materialized, builtins)
+
+
+def _builtin_entry(entry: ConnectorEntry, *, where: str) -> BuiltinConnectorDefs:
+    try:
+        return materialize_builtin(
+            name=entry.name or "",
+            type_name=entry.type or "",
+            config=entry.config,
+            credentials=entry.credentials,
+            allow=(entry.expose or {}).get("allow"),
+        )
+    except ConnectorConfigError as exc:
+        raise ConnectorError(f"{where}: field {exc.field}: {exc.problem}") from None

@@ -33,7 +33,9 @@ from agent_runtime.llm.messages import (
     ResponseShapeError,
     StreamCollector,
     ai_message_from_completion,
+    canonical_tool_names,
     chat_completion_request,
+    offered_tool_names,
 )
 from agent_runtime.redaction import redact
 
@@ -141,6 +143,7 @@ class ChatCompletionsModel:
     ) -> Message:
         """Call the model once and return the final AI message (the same shape streamed or not)."""
         body = self._body(messages, tools=tools, stream=stream, options=options)
+        names = offered_tool_names(tools)
         key = self._api_key()
         final: Message | None = None
         try:
@@ -152,7 +155,7 @@ class ChatCompletionsModel:
             raise self._timeout_error() from None
         if final is None or final.get("type") != "ai":  # _events ends with the message or raises
             raise _bad_response("the call ended without a final message")
-        return final
+        return canonical_tool_names(final, names)
 
     async def astream(
         self,
@@ -163,6 +166,7 @@ class ChatCompletionsModel:
     ) -> AsyncIterator[dict[str, Any]]:
         """Stream the call: `llm_chunk` events as they arrive, then the final AI message (`type: "ai"`)."""
         body = self._body(messages, tools=tools, stream=True, options=options)
+        names = offered_tool_names(tools)
         key = self._api_key()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
@@ -179,7 +183,7 @@ class ChatCompletionsModel:
                     return
                 except TimeoutError:
                     raise self._timeout_error() from None
-                yield event
+                yield canonical_tool_names(event, names)
 
     async def aclose(self) -> None:
         """Close the pooled connections; a later call opens a new client."""

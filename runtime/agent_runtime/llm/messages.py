@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agent_runtime.toolnames import ToolNameError, ToolNameMap, to_model_name
+
 Message = dict[str, Any]
 
 MESSAGE_TYPES = ("system", "human", "ai", "tool")
@@ -31,7 +33,8 @@ _ROLE_TO_TYPE = {
     "tool": "tool",
 }
 _TYPE_TO_ROLE = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
-# What the OpenAI API accepts as a function name; dotted platform names must be mapped before this point.
+# What the OpenAI API accepts as a function name; dotted platform names (slack.post_message) are mapped to it
+# by agent_runtime.toolnames on the way out and back on the way in (Decision 10).
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Body keys the client owns; an option may not replace them.
 RESERVED_OPTIONS = frozenset({"model", "messages", "tools", "stream"})
@@ -274,12 +277,12 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
             wire["name"] = message["name"]
         if kind == "ai":
             calls = [
-                _wire_tool_call(call["id"], call["name"], json.dumps(call["args"]))
+                _wire_tool_call(call["id"], _model_name(call["name"]), json.dumps(call["args"]))
                 for call in message["tool_calls"]
             ]
             # Invalid calls were still asked for; their tool messages must find them by id.
             calls += [
-                _wire_tool_call(call.get("id"), call.get("name"), call.get("args") or "")
+                _wire_tool_call(call.get("id"), _model_name(call.get("name")), call.get("args") or "")
                 for call in message["invalid_tool_calls"]
                 if isinstance(call, Mapping) and call.get("id")
             ]
@@ -301,6 +304,7 @@ def to_openai_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str,
     if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Sequence):
         raise MessageError("tools", "must be a list of tool schemas")
     out = []
+    names: list[str] = []
     for index, tool in enumerate(tools):
         where = f"tools[{index}]"
         if not isinstance(tool, Mapping):
@@ -311,8 +315,11 @@ def to_openai_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str,
         else:
             spec, schema_key = tool, "inputSchema"
         name = _required_str(spec.get("name"), where=f"{where}.name")
-        if not TOOL_NAME_PATTERN.match(name):
-            raise MessageError(f"{where}.name", "must match ^[A-Za-z0-9_-]{1,64}$ to be offered to a model")
+        try:
+            name = to_model_name(name)
+        except ToolNameError as exc:
+            raise MessageError(f"{where}.name", str(exc)) from None
+        names.append(spec["name"])
         description = _optional_str(spec.get("description"), where=f"{where}.description") or ""
         parameters = spec.get(schema_key, spec.get("parameters"))
         if parameters is None:
@@ -323,7 +330,38 @@ def to_openai_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str,
             "parameters": dict(_mapping(parameters, where=f"{where}.{schema_key}")),
         }
         out.append({"type": "function", "function": function})
+    try:
+        ToolNameMap.of(names)  # the collision check: every model name must lead back to one tool
+    except ToolNameError as exc:
+        raise MessageError("tools", str(exc)) from None
     return out
+
+
+def offered_tool_names(tools: Sequence[Mapping[str, Any]] | None) -> ToolNameMap:
+    """The model names of the tools offered in one call, both ways (checked by `to_openai_tools`)."""
+    names = []
+    for tool in tools or ():
+        spec = tool.get("function") if tool.get("type") == "function" else tool
+        if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+            names.append(spec["name"])
+    return ToolNameMap.of(names)
+
+
+def canonical_tool_names(event: dict[str, Any], names: ToolNameMap) -> dict[str, Any]:
+    """An AI message or stream chunk with the model's tool names mapped back to the canonical ones."""
+    for key in ("tool_calls", "invalid_tool_calls", "tool_call_chunks"):
+        for call in event.get(key) or ():
+            if isinstance(call, dict) and isinstance(call.get("name"), str):
+                call["name"] = names.canonical(call["name"])
+    return event
+
+
+def _model_name(name: Any) -> Any:
+    """A history tool call's name as the model was shown it (unchanged when it cannot be mapped)."""
+    try:
+        return to_model_name(name) if isinstance(name, str) else name
+    except ToolNameError:
+        return name
 
 
 def chat_completion_request(

@@ -5,7 +5,8 @@
   404 for another workspace than APP_ID, 409 when the execution already runs here.
 - `GET /executions/{execution_id}`: 200 `{execution_id, state: "running"}` while this process runs it, else
   404 (the OE's watchdog asks).
-- `GET /tools`: every tool with `is_local` and `sensitive`, for the OE's routing and policy.
+- `GET /tools`: every tool with `is_local` and `sensitive`, for the OE's routing and policy, and `model_name`,
+  the name a model is shown (`agent_runtime.toolnames`).
 - `POST /drain`, `POST /interrupt/call`: stop an execution's turn and local tool bodies, or one local call
   (`servers/drain_http.py`). A drained execution's `POST /execute` is a 409 `execution_draining`.
 
@@ -22,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_runtime.connectors import ToolDefinitions
+from agent_runtime.connectors.framework import BuiltinConnectorDefs
 from agent_runtime.protocol import AER_EXECUTE_PATH, AER_EXECUTION_PATH, AERExecuteRequest, AERExecutionStatus
 from agent_runtime.sdk import App, OEApi
 from agent_runtime.sdk.tracking import ExecutionDraining
@@ -90,18 +92,19 @@ def build_aer_app(
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
     pod: PodIdentity | None = None,
     drain_settings: DrainSettings | None = None,
+    builtins: Sequence[BuiltinConnectorDefs] = (),
 ) -> ASGIApp:
-    """The AER app over a loaded bundle and tenant App; runs report to `oe`."""
+    """The AER app over a loaded bundle (built-in connectors included) and tenant App; runs report to `oe`."""
     pod = pod or PodIdentity()
     # The execution's life is its turn here: an interrupt waits for a call only while the turn runs.
     work = WorkRegistry(settings=drain_settings, bounded_by_life=True)
     tenant_tools = list(app.tools.values())
-    surface = routed_tool_surface(connectors=connectors, tenant_tools=tenant_tools)
+    surface = routed_tool_surface(connectors=connectors, tenant_tools=tenant_tools, builtins=builtins)
     metrics = ToolMetrics(component="aer", known_tools=frozenset(entry["name"] for entry in surface))
     runner = ExecutionRunner(
         app=app,
         oe=oe,
-        tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools),
+        tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools, builtins=builtins),
         metrics=ExecutionMetrics(metrics.registry, component="aer"),
         app_id=app_id,
         work=work,

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_runtime.connectors import ToolDefinitions
+from agent_runtime.connectors.framework import BuiltinConnectorDefs
 from agent_runtime.logging_config import log_context
 from agent_runtime.protocol import INVOKE_LLM_PATH, TOOL_EXECUTE_PATH, CallOutcome, InvokeLLMRequest
 from agent_runtime.sdk import App
@@ -123,11 +124,13 @@ def build_tool_app(
     app_id: str | None = None,
     pod_address: str | None = None,
     drain_settings: DrainSettings | None = None,
+    builtins: Sequence[BuiltinConnectorDefs] = (),
 ) -> ASGIApp:
-    """The Tool Pod app: executors made now and closed at shutdown; the entrypoint built at start-up."""
+    """The Tool Pod app: executors (and built-in connectors) made now and closed at shutdown; the entrypoint
+    built at start-up."""
     tenant_tools = list(app.tools.values()) if app is not None else []
     remote_tools = [spec for spec in tenant_tools if not spec.is_local]
-    surface = tool_surface(connectors=connectors, tenant_tools=remote_tools)
+    surface = tool_surface(connectors=connectors, tenant_tools=remote_tools, builtins=builtins)
     metrics = ToolMetrics(component="tool", known_tools=frozenset(entry["name"] for entry in surface))
     # Every tool and model call of an execution, for POST /drain and POST /interrupt/call.
     work = WorkRegistry(settings=drain_settings)
@@ -139,10 +142,12 @@ def build_tool_app(
         pod_name=pod_name,
         pod_address=pod_address,
         work=work,
+        builtins=builtins,
     )
     # The entrypoint is built with every tool the agent may offer a model, local ones included.
     context = construction_context(
-        tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools), workspace_id=app_id or ""
+        tools=tool_surface(connectors=connectors, tenant_tools=tenant_tools, builtins=builtins),
+        workspace_id=app_id or "",
     )
     llm_calls = LLMCallService(
         app=app,

@@ -1,6 +1,7 @@
 """Executing one tool call in the Tool Pod, free of HTTP.
 
-A call names a bundle connector's tool (run by that connector's executor against the provider) or a
+A call names a bundle connector's tool (run by that connector's executor against the provider, or by a
+built-in connector's `execute`) or a
 tenant tool with `is_local=False` (run in-process). Failures come back as a category and an explanation
 that is safe to show: no secret value and no raw provider body ever leaves this module. A tenant tool that
 calls `app.suspend` answers `status: "suspend"` with `{reason, payload}` (OE-14).
@@ -29,6 +30,8 @@ from agent_runtime.connectors import (
     UnknownToolError,
     classify_tool_api_error,
 )
+from agent_runtime.connectors.builtin.registry import create_connector
+from agent_runtime.connectors.framework import BuiltinConnector, BuiltinConnectorDefs, BuiltinToolError
 from agent_runtime.contract import is_platform_env
 from agent_runtime.protocol import (
     CallError,
@@ -77,6 +80,11 @@ class _ConnectorTool:
     connector: str
 
 
+@dataclass(frozen=True)
+class _BuiltinTool:
+    connector: BuiltinConnector
+
+
 def check_required_secrets(tenant_tools: Sequence[ToolSpec], secret_env: Mapping[str, str]) -> None:
     """Refuse to start when a Tool Pod tool's `required_secrets` are not all in the tenant environment."""
     for spec in tenant_tools:
@@ -106,6 +114,24 @@ def check_connector_credentials(connectors: Sequence[ToolDefinitions], secret_en
             )
 
 
+def check_builtin_credentials(
+    builtins: Sequence[BuiltinConnectorDefs], secret_env: Mapping[str, str]
+) -> None:
+    """Refuse to start when a built-in connector's credential env cannot reach it (as for auth.env)."""
+    for defs in builtins:
+        for field_name, name in sorted(defs.credentials.items()):
+            if is_platform_env(name):
+                raise ToolDefinitionError(
+                    f"connector {defs.name!r}: credential {field_name} is read from {name}, a platform "
+                    "variable name, which never reaches connectors; rename it in the Connector's credentials"
+                )
+            if not secret_env.get(name):
+                raise ToolDefinitionError(
+                    f"connector {defs.name!r} reads its {field_name} from env {name}, which is not set in "
+                    "the Tool Pod; provide the Connector's credential Secret"
+                )
+
+
 class ToolCallService:
     """Routes each call to its connector executor or tenant tool; one executor per connector for life."""
 
@@ -119,24 +145,31 @@ class ToolCallService:
         pod_name: str | None = None,
         pod_address: str | None = None,
         work: WorkRegistry | None = None,
+        builtins: Sequence[BuiltinConnectorDefs] = (),
     ) -> None:
         remote = [spec for spec in tenant_tools if not spec.is_local]
         self._pod_name = pod_name
         self._pod_address = pod_address
         # Calls with an execution are tracked here, so a drain or an interrupt can stop them (DR-12).
         self._work = work
-        check_unique_tool_names(connectors=connectors, tenant_tools=remote)
+        check_unique_tool_names(connectors=connectors, tenant_tools=remote, builtins=builtins)
         check_required_secrets(remote, secret_env)
         check_connector_credentials(connectors, secret_env)
+        check_builtin_credentials(builtins, secret_env)
         # Read-only: each call sees the Tool Pod's tenant secrets and nothing a caller or an earlier call set.
         self._secret_env: Mapping[str, str] = MappingProxyType(dict(secret_env))
         self._secret_values = tuple(v for v in self._secret_env.values() if v)
         self._metrics = metrics
         self._executors = [ConnectorExecutor(defs) for defs in connectors]
-        self._routes: dict[str, _ConnectorTool | ToolSpec] = {}
+        self._routes: dict[str, _ConnectorTool | _BuiltinTool | ToolSpec] = {}
         for defs, executor in zip(connectors, self._executors, strict=True):
             for tool in defs.tools:
                 self._routes[tool.name] = _ConnectorTool(executor=executor, connector=defs.name)
+        # One live connector per built-in entry for the pod's life (its pool is reused across calls).
+        self._builtins = [create_connector(defs) for defs in builtins]
+        for defs, connector in zip(builtins, self._builtins, strict=True):
+            for tool in defs.tools:
+                self._routes[tool.name] = _BuiltinTool(connector=connector)
         for spec in remote:
             self._routes[spec.name] = spec
 
@@ -166,6 +199,8 @@ class ToolCallService:
         """Close every executor's connection pool."""
         for executor in self._executors:
             await executor.aclose()
+        for connector in self._builtins:
+            await connector.aclose()
 
     async def execute(self, call: ExecuteRequest) -> CallOutcome:
         """Run one call; never raises for a tool failure or a suspension, only reports it."""
@@ -221,6 +256,10 @@ class ToolCallService:
         if isinstance(target, _ConnectorTool):
             response = await target.executor.aexecute(call.tool, call.arguments, env=self._secret_env)
             return response.model_dump(mode="json")
+        if isinstance(target, _BuiltinTool):
+            return to_jsonable_python(
+                await target.connector.execute(call.tool, call.arguments, env=self._secret_env)
+            )
         return await self._run_tenant(target, call.arguments)
 
     @staticmethod
@@ -262,6 +301,12 @@ class ToolCallService:
             return CallError(category=CREDENTIAL_MISSING, explanation=redact(str(exc), self._secret_values))
         if isinstance(exc, _TenantToolFailure):
             return CallError(category=exc.category, explanation=exc.explanation)
+        if isinstance(exc, BuiltinToolError):
+            return CallError(
+                category=exc.category,
+                explanation=redact(exc.explanation, self._secret_values)[:2000],
+                status_code=exc.status_code,
+            )
         if isinstance(exc, (httpx.HTTPStatusError, httpx.TimeoutException, httpx.TransportError)):
             classified = classify_tool_api_error(exc, secrets=self._secret_values)
             return CallError(

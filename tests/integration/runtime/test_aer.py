@@ -135,6 +135,7 @@ def test_http_edges(aer: Component, oe: RunningFakeOE) -> None:
                 "inputSchema": tools[0]["inputSchema"],
                 "is_local": True,
                 "sensitive": False,
+                "model_name": "count_words",
             }
         ]
     assert _execute(aer, "ex-suspend", task={"mode": "suspend", "text": "draft 1"})[0] == 202

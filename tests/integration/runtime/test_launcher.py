@@ -44,7 +44,14 @@ def test_aer_serves_connector_and_tenant_tool_surface(
         tools = {tool["name"]: tool for tool in client.get("/tools").json()["tools"]}
     assert set(tools) == {"echo_getItem", "echo_leak", "echo_stall", "word_count", "sign_message"}
     assert list(tools)[-2:] == ["word_count", "sign_message"]  # connector tools first, then the tenant's
-    assert set(tools["word_count"]) == {"name", "description", "inputSchema", "is_local", "sensitive"}
+    assert set(tools["word_count"]) == {
+        "name",
+        "description",
+        "inputSchema",
+        "is_local",
+        "sensitive",
+        "model_name",
+    }
     assert (tools["word_count"]["is_local"], tools["sign_message"]["sensitive"]) == (True, True)
     assert tools["word_count"]["inputSchema"]["required"] == ["text"]
     assert "itemId" in tools["echo_getItem"]["inputSchema"]["properties"]
