@@ -1,7 +1,9 @@
 """An Agent's connector bundle: materialized by the connector core, split into immutable ConfigMaps.
 
 The connector core's `materialize_connector` and `build_bundle` are the one code path shared with the
-runtime, so a bundle built here is byte-identical to one the runtime builds from the same inputs.
+runtime, so a bundle built here is byte-identical to one the runtime builds from the same inputs. A
+built-in connector type (`source.type` other than openapi) is materialized from `spec.config` by the same
+registry the Tool Pod runs it with.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from agent_runtime.connectors import (
     load_catalog_text,
     materialize_connector,
 )
+from agent_runtime.connectors.builtin.registry import connector_class, materialize_builtin
 from agent_runtime.connectors.errors import DocumentTooComplexError
+from agent_runtime.connectors.framework import BuiltinConnectorDefs, ConnectorConfigError
 from agent_runtime.contract import is_platform_env
 
 BUNDLE = "BundleReady"
@@ -82,13 +86,12 @@ def materialize(
     connector: Connector,
     config_maps: Mapping[str, Mapping[str, str] | None],
     catalogs: Catalogs | None = None,
-) -> ToolDefinitions:
+) -> ToolDefinitions | BuiltinConnectorDefs:
     """The Connector's selected tools with base URL and credential env bound, or InputProblem.
 
     A catalog compiled ahead is taken from `catalogs` (by connector name and text digest); else it is
     compiled here."""
     name = connector.meta.name
-    ref = connector.spec.catalog.config_map_key_ref
     where = f"Connector {name}: spec.catalog.configMapKeyRef"
     if not CONNECTOR_NAME.match(name):
         raise InputProblem(
@@ -98,6 +101,16 @@ def materialize(
             "letters, digits and '-', at most 40 characters (it prefixes every tool name); recreate the "
             "Connector under such a name, e.g. petstore",
         )
+    if connector.spec.is_builtin:
+        return materialize_builtin_connector(connector)
+    if connector.spec.catalog is None or not connector.spec.source.base_url:
+        missing = "spec.catalog" if connector.spec.catalog is None else "spec.source.baseUrl"
+        raise InputProblem(
+            reason="ConnectorInvalid",
+            condition=BUNDLE,
+            message=f"Connector {name}: {missing} is required for source.type openapi",
+        )
+    ref = connector.spec.catalog.config_map_key_ref
     base_url = connector.spec.source.base_url
     if (problem := url_problem(base_url)) is not None:
         raise InputProblem(
@@ -181,6 +194,47 @@ def materialize(
         ) from exc
 
 
+def materialize_builtin_connector(connector: Connector) -> BuiltinConnectorDefs:
+    """A built-in type's bundle file from `spec.config` and `spec.credentials`, or InputProblem naming the
+    field (`spec.config.port: must be integer`)."""
+    name = connector.meta.name
+    spec = connector.spec
+    for index, credential in enumerate(spec.credentials):
+        if is_platform_env(credential.env):
+            raise InputProblem(
+                reason="AuthEnvReserved",
+                condition=BUNDLE,
+                message=f"Connector {name}: spec.credentials[{index}].env {credential.env!r} is a platform "
+                f"variable name; choose another, e.g. {name.upper().replace('-', '_')}_"
+                f"{credential.field.upper()}",
+            )
+    try:
+        return materialize_builtin(
+            name=name,
+            type_name=spec.source.type,
+            config=spec.config,
+            credentials={c.field: c.env for c in spec.credentials},
+            allow=spec.expose.allow,
+        )
+    except ConnectorConfigError as exc:
+        reason = "ConnectorTypeUnknown" if exc.field == "source.type" else "ConfigInvalid"
+        raise InputProblem(
+            reason=reason, condition=BUNDLE, message=f"Connector {name}: spec.{exc.field}: {exc.problem}"
+        ) from None
+
+
+def egress_ports(definitions: Sequence[ToolDefinitions | BuiltinConnectorDefs]) -> list[int]:
+    """TCP ports the Tool Pod must reach for its built-in connectors (OpenAPI ones: their base URLs)."""
+    return sorted(
+        {
+            port
+            for defs in definitions
+            if isinstance(defs, BuiltinConnectorDefs)
+            for _, port in connector_class(defs.type).egress(defs.config)
+        }
+    )
+
+
 def compile_catalog_text(text: str, *, connector_name: str) -> ToolDefinitions | CatalogFailure:
     """A catalog key's text -> its catalog, or why not (never raises for bad input)."""
     try:
@@ -206,12 +260,26 @@ def catalog_failure_message(where: str, config_map: str, key: str, failure: Cata
 def render_bundle(
     *,
     agent_name: str,
-    connectors: Sequence[ToolDefinitions],
+    connectors: Sequence[ToolDefinitions | BuiltinConnectorDefs],
     budget_bytes: int,
     max_parts: int,
 ) -> RenderedBundle:
     """Build the bundle and pack its flat files into ConfigMaps named by digest; never truncate."""
-    bundle = build_bundle(list(connectors))
+    owners: dict[str, str] = {}
+    for defs in connectors:
+        for tool in defs.tools:
+            if tool.name in owners:
+                raise InputProblem(
+                    reason="ToolNameConflict",
+                    condition=BUNDLE,
+                    message=f"spec.connectors: Connectors {owners[tool.name]!r} and {defs.name!r} both offer "
+                    f"tool {tool.name!r}; keep one, or narrow one's spec.expose.allow",
+                )
+            owners[tool.name] = defs.name
+    bundle = build_bundle(
+        [d for d in connectors if isinstance(d, ToolDefinitions)],
+        [d for d in connectors if isinstance(d, BuiltinConnectorDefs)],
+    )
     files: dict[str, str] = {}
     for file_name, content in sorted(bundle.files.items()):
         if not _is_flat_name(file_name):

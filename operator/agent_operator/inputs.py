@@ -80,6 +80,8 @@ def component_secret_refs(
         auth = connector.spec.auth if connector else None
         if auth and auth.env and auth.secret_key_ref:
             tool.append((auth.env, auth.secret_key_ref))
+        if connector is not None:
+            tool += [(c.env, c.secret_key_ref) for c in connector.spec.credentials]
     tool += [(c.name, c.secret_key_ref) for c in spec.components.tool.secret_env]
     memory: list[tuple[str, SecretKeyRef]] = []
     if spec.components.memory.enabled:
@@ -95,7 +97,7 @@ def agent_references(agent: Agent, connectors: Mapping[str, Connector | None]) -
     config_maps = {
         c.spec.catalog.config_map_key_ref.name
         for name in agent.spec.connectors
-        if (c := connectors.get(name)) is not None
+        if (c := connectors.get(name)) is not None and c.spec.catalog is not None
     }
     secrets = {ref.name for refs in component_secret_refs(agent, connectors).values() for _, ref in refs}
     return References(

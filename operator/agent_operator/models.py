@@ -66,8 +66,9 @@ class AuthType(StrEnum):
 
 
 class ConnectorSource(Spec):
-    type: Literal["openapi"] = "openapi"
-    base_url: str
+    # openapi, or a registered built-in type (the CRD's enum; agent_runtime.connectors.builtin.registry)
+    type: str = "openapi"
+    base_url: str | None = None  # openapi only
 
 
 class ConnectorCatalog(Spec):
@@ -86,11 +87,25 @@ class ConnectorAuth(Spec):
     secret_key_ref: SecretKeyRef | None = None
 
 
+class ConnectorCredential(Spec):
+    """A built-in connector's secret (`field`, e.g. password), delivered to the Tool Pod only, as `env`."""
+
+    field: str
+    env: str
+    secret_key_ref: SecretKeyRef
+
+
 class ConnectorSpec(Spec):
     source: ConnectorSource
-    catalog: ConnectorCatalog
+    catalog: ConnectorCatalog | None = None  # openapi only
     expose: ConnectorExpose = Field(default_factory=ConnectorExpose)
-    auth: ConnectorAuth | None = None
+    auth: ConnectorAuth | None = None  # openapi only
+    config: dict[str, Any] = Field(default_factory=dict)  # built-in types: checked against the type's schema
+    credentials: tuple[ConnectorCredential, ...] = ()  # built-in types
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.source.type != "openapi"
 
 
 # Agent ---------------------------------------------------------------------------------------------------

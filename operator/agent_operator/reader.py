@@ -59,6 +59,8 @@ class InputReader:
         )
 
     async def connector_inputs(self, connector: Connector) -> ConnectorInputs:
+        if connector.spec.catalog is None:  # a built-in type: its config is in the spec
+            return ConnectorInputs(config_maps={}, catalogs={})
         ref = connector.spec.catalog.config_map_key_ref
         config_maps = {ref.name: await self.config_map(connector.meta.namespace, ref.name)}
         return ConnectorInputs(config_maps=config_maps, catalogs=await self._compile(connector, config_maps))
@@ -66,6 +68,8 @@ class InputReader:
     async def _compile(
         self, connector: Connector, config_maps: dict[str, dict[str, str] | None]
     ) -> dict[CatalogKey, ToolDefinitions | Any]:
+        if connector.spec.catalog is None:
+            return {}
         ref = connector.spec.catalog.config_map_key_ref
         text = (config_maps.get(ref.name) or {}).get(ref.key)
         if text is None:

@@ -11,7 +11,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent_operator.bundle import BUNDLE, RenderedBundle, materialize, render_bundle, url_problem
+from agent_operator.bundle import (
+    BUNDLE,
+    RenderedBundle,
+    egress_ports,
+    materialize,
+    render_bundle,
+    url_problem,
+)
 from agent_operator.imageref import image_reference_problem
 from agent_operator.inputs import AgentInputs, Catalogs, InputProblem, component_secret_refs
 from agent_operator.models import Connector
@@ -122,7 +129,10 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         bundle=bundle,
         secret_env=secret_env,
         secret_versions=versions,
-        provider_ports=provider_ports([c.spec.source.base_url for c in connectors]),
+        provider_ports=sorted(
+            set(provider_ports([c.spec.source.base_url for c in connectors if c.spec.source.base_url]))
+            | set(egress_ports(definitions))
+        ),
         settings=settings,
     )
     return Plan(objects=tuple(objects), bundle=bundle)
