@@ -43,6 +43,7 @@ from agent_runtime.protocol import (
     ToolExecuteRequest,
     ToolResultRequest,
 )
+from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_connector_types
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
 
@@ -303,6 +304,7 @@ def build_oe_app(
 
     routes = [
         Route("/invoke", client_guard(invoke), methods=["POST"]),
+        Route(CONNECTOR_TYPES_PATH, client_guard(list_connector_types), methods=["GET"]),
         Route("/executions", client_guard(list_executions), methods=["GET"]),
         Route("/execution/{execution_id}", client_guard(get_execution), methods=["GET"]),
         Route("/execution/{execution_id}/audit", client_guard(audit), methods=["GET"]),
