@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import contextlib
 import json
 import os
@@ -227,6 +228,8 @@ def apiserver_args(*, bin_dir: Path, pki_dir: Path, ports: Ports) -> list[str]:
         # Endpoints may not hold loopback addresses; nothing here dials the `kubernetes` Service anyway.
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
+        # Secrets are encrypted at rest (Decision 15): a test reads etcd directly to prove it.
+        f"--encryption-provider-config={pki_dir / ENCRYPTION_CONFIG}",
         "--profiling=false",
         "--v=1",
     ]
@@ -359,6 +362,25 @@ def sweep_stale_dirs(tmp_root: Path | None = None) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+ENCRYPTION_CONFIG = "encryption.yaml"
+
+
+def write_encryption_config(path: Path) -> None:
+    """An EncryptionConfiguration that encrypts Secrets with AES-CBC under a fresh random key (identity
+    stays listed second, so Secrets written before it took effect remain readable)."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    path.write_text(
+        "apiVersion: apiserver.config.k8s.io/v1\n"
+        "kind: EncryptionConfiguration\n"
+        "resources:\n"
+        "  - resources: [secrets]\n"
+        "    providers:\n"
+        f"      - aescbc: {{keys: [{{name: key1, secret: {key}}}]}}\n"
+        "      - identity: {}\n"
+    )
+    path.chmod(0o600)
 
 
 # ---------------------------------------------------------------------------------------- control plane
@@ -555,6 +577,7 @@ class ControlPlane:
     # -- internals
 
     def _write_credentials(self, pki_dir: Path) -> None:
+        write_encryption_config(pki_dir / ENCRYPTION_CONFIG)
         ca = pki.make_ca()
         self._ca = ca
         pki.write_pair(ca, pki_dir, "ca")
