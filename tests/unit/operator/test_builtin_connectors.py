@@ -168,3 +168,27 @@ def test_a_missing_credential_secret_is_reported() -> None:
         plan_agent(agent_inputs, settings=RenderSettings())
     assert caught.value.reason == "SecretMissing" and "SHOP_DB_PASSWORD" in caught.value.message
     assert NAMESPACE in caught.value.message
+
+
+def test_the_orders_example_manifest_materializes() -> None:
+    documents = list(
+        yaml.safe_load_all((REPO_ROOT / "examples" / "kubernetes" / "orders-agent.yaml").read_text())
+    )
+    connectors = [Connector.from_body(d) for d in documents if d["kind"] == "Connector"]
+    kinds = {c.meta.name: materialize(c, {}).type for c in connectors}
+    assert kinds == {"shop-db": "postgres", "team-slack": "slack", "order-events": "webhook"}
+    agent = next(d for d in documents if d["kind"] == "Agent")
+    assert agent["spec"]["connectors"] == list(kinds)
+
+
+def test_the_orders_example_agent_yaml_builds_its_bundle() -> None:
+    from agent_runtime.connectors import bundle_from_agent_config
+
+    bundle = bundle_from_agent_config(REPO_ROOT / "examples" / "orders-agent" / "agent.yaml")
+    tools = {t.name: t.sensitive for b in bundle.builtins for t in b.tools}
+    assert tools == {
+        "postgres.query": False,
+        "slack.post_message": True,
+        "slack.list_channels": False,
+        "webhook.send": True,
+    }
