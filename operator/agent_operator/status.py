@@ -16,8 +16,9 @@ from agent_operator.reconcile import ConnectorSummary, Plan
 from agent_operator.render import APPLIED_HASH, COMPONENTS
 
 READY = "Ready"
+REGISTERED = "Registered"
 COMPONENT_CONDITIONS = {"aer": "AERReady", "tool": "ToolReady", "memory": "MemoryReady"}
-CONDITION_ORDER = (READY, BUNDLE, "AERReady", "ToolReady", "MemoryReady")
+CONDITION_ORDER = (READY, BUNDLE, "AERReady", "ToolReady", "MemoryReady", REGISTERED)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class Outcome:
     problem: InputProblem | None = None
     deployment_hashes: Mapping[str, str] | None = None
     bundle: Mapping[str, Any] | None = None
+    # The OE registration: None while not attempted, "" once published, else why it is not.
+    registration: str | None = None
 
     @classmethod
     def from_plan(cls, plan: Plan) -> Outcome:
@@ -187,7 +190,10 @@ def agent_status(
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "conditions": merge_conditions(
-            prev_conditions, [ready, bundle_cond, *components], generation=generation, now=now
+            prev_conditions,
+            [ready, bundle_cond, *components, _registered_condition(outcome, prev_by_type.get(REGISTERED))],
+            generation=generation,
+            now=now,
         ),
         "components": {
             c: {
@@ -204,6 +210,17 @@ def agent_status(
     elif previous.get("bundle"):
         status["bundle"] = previous["bundle"]
     return status
+
+
+def _registered_condition(outcome: Outcome, old: Mapping[str, Any] | None) -> Condition:
+    """Whether the OE knows the Agent, i.e. whether it can take executions (`kubectl get agents`)."""
+    if outcome.registration == "":
+        return Condition(REGISTERED, "True", "Published", "the Orchestration Engine can run this Agent")
+    if outcome.registration is not None:
+        return Condition(REGISTERED, "False", "NotPublished", outcome.registration)
+    if old is not None:
+        return Condition(REGISTERED, old["status"], old.get("reason", ""), old.get("message", ""))
+    return Condition(REGISTERED, "Unknown", "NotEvaluated", "the spec was refused before registration")
 
 
 def connector_status(

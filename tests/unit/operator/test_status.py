@@ -89,3 +89,23 @@ def test_an_event_only_when_the_problem_is_new() -> None:
     refused = _status({}, {}, outcome=Outcome(problem=problem))
     assert warning_event(refused, problem) is None
     assert warning_event(refused, None) is None
+
+
+def test_registered_says_whether_the_oe_can_run_the_agent() -> None:
+    from dataclasses import replace
+
+    deployments = {"aer": _state("aer"), "tool": _state("tool")}
+    published = _status({}, deployments, outcome=replace(OUTCOME, registration=""))
+    assert _cond(published, "Registered")["status"] == "True"
+    failed = _status(published, deployments, outcome=replace(OUTCOME, registration="cannot write: HTTP 403"))
+    assert (_cond(failed, "Registered")["status"], _cond(failed, "Registered")["reason"]) == (
+        "False",
+        "NotPublished",
+    )
+    assert "HTTP 403" in _cond(failed, "Registered")["message"]
+    # Not attempted this time (bad input): the last known answer stays.
+    kept = _status(failed, deployments, outcome=Outcome(problem=InputProblem(reason="X", message="m")))
+    assert _cond(kept, "Registered")["status"] == "False"
+    assert _cond(_status({}, deployments), "Registered")["status"] == "Unknown"
+    # Registration does not gate Ready: a running Agent is Ready whether or not the OE knows it yet.
+    assert _cond(failed, "Ready")["status"] == "True"

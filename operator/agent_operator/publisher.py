@@ -1,0 +1,85 @@
+"""Publishing each Agent's registration for the Orchestration Engine (Decision 12), and taking it back.
+
+The registration Secret lives in the OE's namespace, so the Agent cannot own it and the garbage collector
+never removes it: the operator withdraws it when the Agent is deleted, and a resync prunes any whose
+Agent is gone (one deleted while no operator ran). It is written only when its content changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from typing import Any
+
+from agent_operator.kube import ApiError, KubeApi, object_path
+from agent_operator.models import Agent
+from agent_operator.registration import AGENT_NAMESPACE_LABEL, registration_secret_name, render_registration
+from agent_operator.render import AGENT_LABEL, token_secret_name
+from agent_operator.settings import FIELD_MANAGER, RenderSettings
+from agent_runtime.oe.registration import REGISTRATION_LABEL
+
+log = logging.getLogger(__name__)
+
+AgentKey = tuple[str, str]
+
+
+class RegistrationPublisher:
+    def __init__(self, api: KubeApi, settings: RenderSettings) -> None:
+        self._api = api
+        self._settings = settings
+        self._published: dict[AgentKey, str] = {}  # what we last wrote, by content digest
+
+    def forget_all(self) -> None:
+        """Forget what was written (a resync re-checks every registration against the server)."""
+        self._published.clear()
+
+    async def publish(self, agent: Agent) -> str | None:
+        """Write the Agent's registration; None when it is in place, else why it is not (for a condition)."""
+        key = (agent.meta.namespace, agent.meta.name)
+        token = await self._token(agent)
+        if token is None:
+            return f"the runtime token Secret {token_secret_name(agent.meta.name)} has no token yet"
+        manifest = render_registration(agent, token=token, settings=self._settings)
+        digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+        if self._published.get(key) == digest:
+            return None
+        path = object_path("v1", "Secret", self._settings.oe_namespace, manifest["metadata"]["name"])
+        try:
+            await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
+        except ApiError as exc:
+            # The OE's namespace may not exist yet, or RBAC may not allow it: say so, never the token.
+            return (
+                f"cannot write the registration in namespace {self._settings.oe_namespace}: HTTP {exc.status}"
+            )
+        self._published[key] = digest
+        log.info("registration published", extra={"agent": key[1], "namespace": key[0]})
+        return None
+
+    async def withdraw(self, key: AgentKey) -> None:
+        """Delete the Agent's registration (gone already is fine)."""
+        self._published.pop(key, None)
+        name = registration_secret_name(*key)
+        if await self._api.delete(object_path("v1", "Secret", self._settings.oe_namespace, name)):
+            log.info("registration withdrawn", extra={"agent": key[1], "namespace": key[0]})
+
+    async def prune(self, live: set[AgentKey]) -> int:
+        """Withdraw registrations whose Agent this operator no longer knows; returns how many."""
+        path = object_path("v1", "Secret", self._settings.oe_namespace)
+        items = await self._api.list(path, label_selector=f"{REGISTRATION_LABEL}=true")
+        pruned = 0
+        for item in items:
+            labels = (item.get("metadata") or {}).get("labels") or {}
+            key = (labels.get(AGENT_NAMESPACE_LABEL, ""), labels.get(AGENT_LABEL, ""))
+            if all(key) and key not in live:
+                await self.withdraw(key)
+                pruned += 1
+        return pruned
+
+    async def _token(self, agent: Agent) -> str | None:
+        secret: dict[str, Any] | None = await self._api.get(
+            object_path("v1", "Secret", agent.meta.namespace, token_secret_name(agent.meta.name))
+        )
+        encoded = ((secret or {}).get("data") or {}).get("token")
+        return base64.b64decode(encoded).decode() if encoded else None
