@@ -154,6 +154,22 @@ TRANSACTION_CONTROL = frozenset(
 )
 READ_STARTS = frozenset(("SELECT", "WITH"))
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+# Runs of characters that cannot start a literal or a comment, skipped in one step (speed only).
+_PLAIN = {
+    "postgres": re.compile(r"(?:[^'\"$/\-eE]|[eE](?!')|-(?!-)|/(?!\*))+"),
+    "mysql": re.compile(r"(?:[^'\"`/\-#]|-(?!-)|/(?!\*))+"),
+}
+# A quoted literal from its opening quote: doubled quotes stay inside; with backslash escapes, so does \x.
+_QUOTED = {
+    (quote, backslash): re.compile(
+        rf"{quote}(?:[^{quote}\\]|\\.|{quote}{quote})*+{quote}"
+        if backslash
+        else rf"{quote}(?:[^{quote}]|{quote}{quote})*+{quote}",
+        re.DOTALL,
+    )
+    for quote in ("'", '"', "`")
+    for backslash in (False, True)
+}
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
@@ -174,7 +190,13 @@ def lex(sql: str, dialect: Dialect) -> Lexed:
     out: list[str] = []
     i, n = 0, len(sql)
     mysql = dialect == "mysql"
+    plain = _PLAIN[dialect]
     while i < n:
+        run = plain.match(sql, i)
+        if run is not None:
+            out.append(run.group())
+            i = run.end()
+            continue
         c = sql[i]
         nxt = sql[i + 1] if i + 1 < n else ""
         if c == "-" and nxt == "-" and (not mysql or i + 2 >= n or sql[i + 2] in " \t\r\n\f\v"):
@@ -247,18 +269,9 @@ def _skip_block_comment(sql: str, i: int, *, nested: bool) -> int:
 
 def _skip_quoted(sql: str, i: int, *, quote: str, backslash: bool) -> int:
     """Index after the literal starting at `sql[i]` (a doubled quote stays inside; so may a backslash)."""
-    j, n = i + 1, len(sql)
-    while j < n:
-        c = sql[j]
-        if backslash and c == "\\":
-            j += 2
-            continue
-        if c == quote:
-            if j + 1 < n and sql[j + 1] == quote:
-                j += 2
-                continue
-            return j + 1
-        j += 1
+    match = _QUOTED[(quote, backslash)].match(sql, i)
+    if match is not None:
+        return match.end()
     kind = "quoted identifier" if quote in '"`' and not backslash else "string literal"
     raise SqlRefused(f"a {kind} is not closed")
 

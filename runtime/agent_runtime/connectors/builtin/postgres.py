@@ -1,8 +1,9 @@
 """`postgres`: an external PostgreSQL database through asyncpg (`postgres.query`, `postgres.execute`).
 
-Reads run as `BEGIN READ ONLY` with a statement timeout and are rolled back; rows come from a server-side
-cursor, `limit + 1` at most. Every statement goes through the extended protocol (prepared), which itself
-refuses a second command: a third line of defence behind the guard and the READ ONLY transaction.
+Reads run as `BEGIN READ ONLY` under the session's statement timeout and are rolled back; rows come from a
+server-side cursor, `limit + 1` at most. Every statement goes through the extended protocol (prepared),
+which itself refuses a second command: a third line of defence behind the guard and the READ ONLY
+transaction.
 """
 
 from __future__ import annotations
@@ -64,10 +65,12 @@ class PostgresConnector(BaseSqlConnector):
                         timeout=config["connect_timeout_s"],
                         min_size=0,
                         max_size=config["max_connections"],
-                        # The guard lexes with standard strings (a backslash is a plain character).
+                        # The guard lexes with standard strings (a backslash is a plain character); the
+                        # statement timeout is the session's default, so no call spends a round trip on it.
                         server_settings={
                             "standard_conforming_strings": "on",
                             "application_name": "agent-engine",
+                            "statement_timeout": str(int(config["statement_timeout_s"] * 1000)),
                         },
                     )
                 except Exception as exc:
@@ -78,16 +81,17 @@ class PostgresConnector(BaseSqlConnector):
         self, sql: str, params: Sequence[Any], *, limit: int, env: Mapping[str, str]
     ) -> tuple[list[str], list[Sequence[Any]]]:
         pool = await self._get_pool(env)
-        timeout_ms = int(self.config["statement_timeout_s"] * 1000)
         try:
-            async with pool.acquire() as conn, conn.transaction(readonly=True):
-                await conn.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
-                statement = await conn.prepare(sql)
-                columns = [attr.name for attr in statement.get_attributes()]
-                cursor = await statement.cursor(*params)
-                rows = await cursor.fetch(limit)
-                # Leaving the block rolls nothing back on success: commit of a READ ONLY transaction
-                # changes nothing, and any write inside it already failed.
+            async with pool.acquire() as conn:
+                transaction = conn.transaction(readonly=True)
+                await transaction.start()
+                try:
+                    statement = await conn.prepare(sql)
+                    columns = [attr.name for attr in statement.get_attributes()]
+                    cursor = await statement.cursor(*params)
+                    rows = await cursor.fetch(limit)
+                finally:
+                    await transaction.rollback()  # a read leaves nothing behind, whatever happened
         except BuiltinToolError:
             raise
         except Exception as exc:
@@ -96,10 +100,8 @@ class PostgresConnector(BaseSqlConnector):
 
     async def _write(self, sql: str, params: Sequence[Any], *, env: Mapping[str, str]) -> dict[str, Any]:
         pool = await self._get_pool(env)
-        timeout_ms = int(self.config["statement_timeout_s"] * 1000)
         try:
             async with pool.acquire() as conn, conn.transaction():
-                await conn.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
                 statement = await conn.prepare(sql)
                 rows = await statement.fetch(*params)
                 status = statement.get_statusmsg() or ""
