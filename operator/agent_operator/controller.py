@@ -33,6 +33,7 @@ import asyncio
 import datetime
 import logging
 import re
+import traceback
 from typing import Any
 
 import httpx
@@ -338,8 +339,9 @@ class Operator:
         count += 1
         self.failures[(what, key)] = (detail, count)
         extra = {"kind": what, "namespace": key[0], "object": key[1], "error": detail, "attempt": count}
-        if detail != previous:
-            log.error("reconcile failed; retrying with backoff", extra=extra, exc_info=exc)
+        if detail != previous:  # the traceback once per new failure, with URL credentials masked
+            trace = "".join(traceback.format_exception(exc))
+            log.error("reconcile failed; retrying with backoff", extra={**extra, "traceback": _scrub(trace)})
         else:
             log.warning("reconcile failed again; retrying with backoff", extra=extra)
         if _transient(exc) and count < _TRANSIENT_ATTEMPTS:
@@ -389,7 +391,11 @@ def _describe(exc: Exception) -> str:
     else:
         lines = str(exc).strip().splitlines()
         text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return _URL_CREDENTIALS.sub("***@", text)[:500]
+    return _scrub(text)[:500]
+
+
+def _scrub(text: str) -> str:
+    return _URL_CREDENTIALS.sub("***@", text)
 
 
 def _connector_refs(body: dict[str, Any], kind: str) -> set[str]:
