@@ -12,9 +12,10 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agent_runtime.oe.audit import audit_value, redact_value
+from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.lifecycle import ENTER_FROM
 from agent_runtime.oe.policy import Outcome, decide
@@ -22,9 +23,11 @@ from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_ent
 from agent_runtime.oe.replay import Replay, decide_replay, fingerprint
 from agent_runtime.oe.runtimes import Runtimes, RuntimeUnavailable
 from agent_runtime.oe.store.base import AuditRecord, ExecutionRecord, Review, StepRecord, Store
+from agent_runtime.oe.store.deliveries import DeliveryRecord
 from agent_runtime.protocol import (
     AER_LOST,
     AGENT_SUSPEND,
+    INVOKE_LLM,
     OUTCOME_UNKNOWN,
     REJECTED_BY_REVIEWER,
     REPLAY_DIVERGED,
@@ -93,6 +96,7 @@ class Orchestrator:
         clock: Callable[[], float] = time.time,
         aer_lost_after_s: float = 30.0,
         run_restarts: int = 3,
+        drain_settings: DrainCallerSettings | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -108,6 +112,15 @@ class Orchestrator:
         self._tasks: set[asyncio.Task[None]] = set()
         # Agent -> (token digest, when, tools) learned from its AER (see `_tool_entry`).
         self._discovered: dict[str, tuple[str, float, tuple[ToolEntry, ...]]] = {}
+        # Drains of cancelled executions and interrupts of calls, delivered by `drains.run` (OE-17, OE-18).
+        self.drains = DrainCaller(
+            store=store,
+            registry=registry,
+            events=self.events,
+            settings=drain_settings,
+            clock=clock,
+            busy=self._calls_in_flight,
+        )
 
     # client API ---------------------------------------------------------------------------------------
 
@@ -159,7 +172,44 @@ class Orchestrator:
             raise Conflict("execution_final", f"the execution is already {current.status.value}")
         await self._audit(updated, kind="cancel", decision="cancelled", status="accepted")
         await self.events.publish(execution_id, type="cancelled")
+        # Durable before the answer: every runtime that served it is drained, also after an OE restart.
+        await self.drains.drain(updated, reason="cancelled by the client")
         return updated
+
+    async def interrupt(self, execution_id: str, step: int) -> DeliveryRecord:
+        """Stop the one call at `step` of a running execution (OE-18); the execution goes on."""
+        record = await self.get(execution_id)
+        if record.status is not S.RUNNING:
+            raise Conflict(
+                "execution_not_running",
+                f"the execution is {record.status.value}: only a running execution has calls to interrupt",
+            )
+        reg = self.registry.get(record.agent)
+        if reg is None:
+            raise Conflict("agent_not_registered", f"Agent {record.agent!r} is no longer registered")
+        runs_in = await self._runs_in(reg, record.execution_id, step)
+        delivery = await self.drains.interrupt(record, step, reg=reg, component=runs_in)
+        await self._audit(record, kind="interrupt", step=step, decision="requested", status="accepted")
+        return delivery
+
+    async def _runs_in(
+        self, reg: AgentRegistration, execution_id: str, step: int
+    ) -> Literal["aer", "tool"] | None:
+        """Where the call at `step` runs: the AER for a local tool, the Tool Pod for the others and for model
+        calls; None when the OE has not seen that step yet."""
+        claimed = await self.store.get_step(execution_id, step)
+        if claimed is None or claimed.tool == AGENT_SUSPEND:
+            return None
+        if claimed.tool == INVOKE_LLM:
+            return "tool"
+        entry = await self._tool_entry(reg, claimed.tool)
+        if entry is None:
+            return None
+        return "aer" if entry.location == "local" else "tool"
+
+    def _calls_in_flight(self, execution_id: str) -> bool:
+        """True while this OE waits on a call of the execution (its pod may not have answered yet)."""
+        return any(key[0] == execution_id for key in self._inflight)
 
     async def resume(
         self, execution_id: str, review: ReviewDecision, *, project_id: str | None = None
@@ -702,7 +752,15 @@ class Orchestrator:
         delay = 0.2
         while True:
             try:
-                await self.runtimes.start_run(reg, request)
+                accepted = await self.runtimes.start_run(reg, request)
+                # The pod that took the run is where a drain of it goes (Decision 8).
+                await self.drains.served(
+                    started.execution_id,
+                    "aer",
+                    pod_name=accepted.pod_name if accepted else None,
+                    address=accepted.pod_address if accepted else None,
+                    fallback=reg.aer_url,
+                )
                 return
             except RuntimeUnavailable as exc:
                 if not exc.retryable or loop.time() + delay > deadline:
@@ -858,6 +916,15 @@ class Orchestrator:
         executed_args: dict[str, Any] | None = None,
     ) -> ToolExecuteAnswer:
         await self.store.finish_step(call.execution_id, call.step, outcome, at=self._clock())
+        if route == "tool_pod" and (outcome.pod_name or outcome.pod_address):
+            # The pod that answered served the execution: a drain of it goes there too (Decision 8).
+            await self.drains.served(
+                call.execution_id,
+                "tool",
+                pod_name=outcome.pod_name,
+                address=outcome.pod_address,
+                fallback=caller.tool_url,
+            )
         if outcome.status == "suspend":
             await self._hold(call.execution_id, outcome.result)
         answer = _answer(call.step, outcome, from_cache=False)

@@ -23,6 +23,7 @@ from agent_runtime.protocol import (
     TOOL_EXECUTE_PATH,
     TOOL_POD_UNREACHABLE,
     AERExecuteRequest,
+    AERExecutionStatus,
     CallError,
     CallOutcome,
     InvokeLLMRequest,
@@ -80,8 +81,13 @@ class Runtimes:
             "content-type": "application/json",
         }
 
-    async def start_run(self, reg: AgentRegistration, request: AERExecuteRequest) -> None:
-        """Ask the AER to run (or re-run) an execution; raises RuntimeUnavailable unless it accepted."""
+    async def start_run(
+        self, reg: AgentRegistration, request: AERExecuteRequest
+    ) -> AERExecutionStatus | None:
+        """Ask the AER to run (or re-run) an execution; raises RuntimeUnavailable unless it accepted.
+
+        Returns its answer, which names the pod that took the run (None when it was already running there).
+        """
         url = reg.aer_url + AER_EXECUTE_PATH
         body = request.model_dump_json().encode()
         try:
@@ -89,8 +95,10 @@ class Runtimes:
                 url, data=body, headers=self._headers(reg), timeout=self._short
             ) as response:
                 # 409: this AER runs it already (another OE replica, or a retry, got there first).
-                if response.status in (200, 202, 409):
-                    return
+                if response.status in (200, 202):
+                    return _accepted(await response.read())
+                if response.status == 409:
+                    return None
                 raise RuntimeUnavailable(
                     f"the AER of {reg.agent} refused the run with HTTP {response.status}", retryable=False
                 )
@@ -170,6 +178,13 @@ class Runtimes:
                 return _unreachable("the Tool Pod's answer was not a call outcome", started)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _accepted(raw: bytes) -> AERExecutionStatus | None:
+    try:
+        return AERExecutionStatus.model_validate_json(raw)
+    except ValidationError:
+        return None  # an AER that accepted without saying so: the run goes on, the Service is its address
 
 
 def _unreachable(explanation: str, started: float) -> CallOutcome:

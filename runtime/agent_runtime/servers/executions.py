@@ -217,12 +217,8 @@ class ExecutionRunner:
                 elapsed = time.perf_counter() - started
                 self._metrics.finished(status=CallbackStatus.FAILED.value, duration_s=elapsed)
                 drained = self._work.draining(execution_id) if self._work is not None else None
-                if drained is not None:
-                    # The OE drained it because it cancelled it: it needs no callback, and the drain
-                    # settles sooner without one.
-                    logger.info("execution %s drained (%s)", execution_id, drained)
-                else:
-                    await self._report_cancelled(execution_id)
+                # Drained: the OE cancelled it and refuses (and audits) the callback; it is told anyway.
+                await self._report_cancelled(execution_id, drained=drained)
                 raise
             self._metrics.finished(status=callback.status.value, duration_s=time.perf_counter() - started)
             logger.info("execution %s ended %s", execution_id, callback.status.value)
@@ -231,15 +227,19 @@ class ExecutionRunner:
             except PlatformFailure as failure:
                 logger.error("execution %s: OE never acknowledged the callback: %s", execution_id, failure)
 
-    async def _report_cancelled(self, execution_id: str) -> None:
-        callback = _failed(
-            execution_id, category=PLATFORM_FAILURE, explanation="the AER shut down before the run finished"
-        )
+    async def _report_cancelled(self, execution_id: str, *, drained: str | None = None) -> None:
+        why = f"the run was drained ({drained})" if drained else "the AER shut down before the run finished"
+        callback = _failed(execution_id, category=PLATFORM_FAILURE, explanation=why)
         try:
             async with asyncio.timeout(CANCELLED_CALLBACK_TIMEOUT_S):
                 await self._oe.callback(callback)
         except (TimeoutError, PlatformFailure):
-            logger.error("execution %s: cancelled at shutdown; the OE was not told", execution_id)
+            logger.log(
+                logging.INFO if drained else logging.ERROR,
+                "execution %s: cancelled (%s); the OE did not take the callback",
+                execution_id,
+                why,
+            )
 
     async def shutdown(self, timeout_s: float) -> None:
         """SIGTERM: wait up to `timeout_s` for the runs in flight, then cancel the rest (each reports FAILED).

@@ -45,6 +45,7 @@ from agent_runtime.protocol import (
 )
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_connector_types
 from agent_runtime.servers.health import Readiness, health_routes
+from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
 
 logger = logging.getLogger(__name__)
@@ -310,6 +311,7 @@ def build_oe_app(
         Route("/execution/{execution_id}/audit", client_guard(audit), methods=["GET"]),
         Route("/execution/{execution_id}/events", client_guard(events), methods=["GET"]),
         Route("/execution/{execution_id}/cancel", client_guard(cancel), methods=["POST"]),
+        *drain_routes(engine, client_guard),
         Route("/resume/{execution_id}", client_guard(resume_internal), methods=["POST"]),
         Route(
             "/api/v1/projects/{project_id}/executions/{execution_id}/resume",
@@ -368,6 +370,7 @@ async def _forever(work: Background) -> None:
 
 def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     """The OE as `RUNNER_MODE=oe` runs it: settings, store, registrations and the watchdog from env."""
+    from agent_runtime.oe.drains import DrainCallerSettings
     from agent_runtime.oe.registry import from_env as registrations_from_env
     from agent_runtime.oe.runtimes import Runtimes
     from agent_runtime.oe.settings import OESettings
@@ -387,6 +390,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         runtimes=Runtimes(),
         aer_lost_after_s=settings.aer_lost_after_s,
         run_restarts=settings.run_restarts,
+        drain_settings=DrainCallerSettings.from_env(env),
     )
 
     async def watchdog() -> None:
@@ -398,6 +402,6 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         engine=engine,
         registry=source.registry,
         client_token=settings.client_token,
-        background=[source.run, watchdog],
+        background=[source.run, watchdog, engine.drains.run],
         on_startup=[source.refresh],
     )

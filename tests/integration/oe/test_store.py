@@ -16,8 +16,11 @@ import pytest
 
 from agent_runtime.oe.store import (
     AuditRecord,
+    DeliveryRecord,
+    DeliveryTarget,
     ExecutionRecord,
     Review,
+    ServedRuntime,
     SqliteStore,
     StepRecord,
     Store,
@@ -603,3 +606,121 @@ def test_sqlite_lists_from_indexes(tmp_path: Path) -> None:
                 assert "TEMP B-TREE" not in details and "INDEX" in details, (clause, details)
     finally:
         db.close()
+
+
+# drains and interrupts the OE delivers, and the runtimes that served each execution
+
+
+def delivery(key: str, *, due: float = T0, state: str = "open", **extra: Any) -> DeliveryRecord:
+    return DeliveryRecord(
+        key=key,
+        kind="drain",
+        execution_id=key.split(":")[1],
+        agent="team-a/echo",
+        workspace_id="team-a.echo",
+        request_id=f"req-{key}",
+        reason="cancelled by the client",
+        deadline_at_ms=1_760_000_060_123,
+        state=state,  # type: ignore[arg-type]
+        targets=[DeliveryTarget(component="aer", address="http://10.0.0.7:8001", pod_name="aer-0")],
+        created_at=T0,
+        retry_until=T0 + 900,
+        due=due,
+        updated_at=T0,
+        **extra,
+    )
+
+
+def test_delivery_is_created_once_and_replaced_by_compare_and_set(backend: Backend) -> None:
+    async def scenario(store: Store) -> None:
+        first = delivery("drain:e-1")
+        assert await store.create_delivery(first) is None
+        again = await store.create_delivery(delivery("drain:e-1", due=T0 + 5))
+        assert again == first  # one drain per execution: the existing record, unchanged
+        assert await store.get_delivery("drain:e-1") == first
+        assert await store.get_delivery("drain:nobody") is None
+
+        answered = first.model_copy(deep=True)
+        answered.targets[0].outcome, answered.targets[0].final = "completed", True
+        answered.state, answered.due = "quiet", T0 + 1.5
+        stored = await store.replace_delivery(answered)
+        assert stored is not None and stored.version == 1
+        assert await store.replace_delivery(answered) is None  # stale: version 0 is gone
+        assert await store.get_delivery("drain:e-1") == stored
+        assert (await store.get_delivery("drain:e-1")).targets[0].outcome == "completed"  # type: ignore[union-attr]
+
+    backend.run(scenario)
+
+    async def reopened(store: Store) -> DeliveryRecord | None:
+        return await store.get_delivery("drain:e-1")
+
+    kept = backend.run(reopened)  # another store on the same data, as a restarted OE
+    assert kept is not None and (kept.version, kept.state, kept.request_id) == (1, "quiet", "req-drain:e-1")
+
+
+def test_open_deliveries_are_listed_soonest_due_first(backend: Backend) -> None:
+    async def scenario(store: Store) -> list[list[str]]:
+        for key, due, state in [
+            ("drain:late", T0 + 30, "open"),
+            ("drain:now", T0, "open"),
+            ("drain:done", T0 - 5, "quiet"),
+            ("interrupt:x:3", T0 + 10, "open"),
+        ]:
+            assert await store.create_delivery(delivery(key, due=due, state=state)) is None
+        closing = await store.get_delivery("drain:late")
+        assert closing is not None
+        assert await store.replace_delivery(closing.model_copy(update={"state": "unconfirmed"})) is not None
+        return [
+            [record.key for record in await store.list_deliveries()],
+            [record.key for record in await store.list_deliveries(due_by=T0 + 10)],
+            [record.key for record in await store.list_deliveries(due_by=T0 - 1)],
+            [record.key for record in await store.list_deliveries(limit=1)],
+        ]
+
+    assert backend.run(scenario) == [
+        ["drain:now", "interrupt:x:3"],
+        ["drain:now", "interrupt:x:3"],
+        [],
+        ["drain:now"],
+    ]
+
+
+def test_concurrent_replacements_exactly_one_wins(backend: Backend) -> None:
+    async def scenario(store: Store) -> list[DeliveryRecord | None]:
+        record = delivery("drain:e-race")
+        await store.create_delivery(record)
+        await warm_up(store)
+        return await asyncio.gather(
+            *(store.replace_delivery(record.model_copy(update={"reason": f"writer {i}"})) for i in range(20))
+        )
+
+    results = backend.run(scenario)
+    assert sum(result is not None for result in results) == 1
+
+
+def test_served_runtimes_are_noted_once_in_order(backend: Backend) -> None:
+    def runtime(execution_id: str, component: str, address: str, pod: str) -> ServedRuntime:
+        return ServedRuntime(
+            execution_id=execution_id,
+            component=component,  # type: ignore[arg-type]
+            address=address,
+            pod_name=pod,
+            at=T0,
+        )
+
+    async def scenario(store: Store) -> tuple[list[bool], list[ServedRuntime], list[ServedRuntime]]:
+        aer = runtime("e-1", "aer", "http://10.0.0.7:8001", "agent-aer-0")
+        tool_a = runtime("e-1", "tool", "http://10.0.0.8:8002", "agent-tool-a")
+        tool_b = runtime("e-1", "tool", "http://[fd00::9]:8002", "agent-tool-b")
+        other = runtime("e-2", "tool", "http://10.0.0.8:8002", "agent-tool-a")
+        noted = [await store.note_runtime(r) for r in (aer, tool_a, tool_a, tool_b, aer, other)]
+        return noted, await store.list_runtimes("e-1"), await store.list_runtimes("e-3")
+
+    noted, listed, nothing = backend.run(scenario)
+    assert noted == [True, True, False, True, False, True]
+    assert [(r.component, r.address, r.pod_name) for r in listed] == [
+        ("aer", "http://10.0.0.7:8001", "agent-aer-0"),
+        ("tool", "http://10.0.0.8:8002", "agent-tool-a"),
+        ("tool", "http://[fd00::9]:8002", "agent-tool-b"),
+    ]
+    assert nothing == []

@@ -15,20 +15,32 @@ from agent_runtime.oe.store.base import (
     Store,
 )
 from agent_runtime.oe.store.codec import redact_uri
+from agent_runtime.oe.store.deliveries import (
+    DeliveryRecord,
+    DeliveryTarget,
+    ServedRuntime,
+    drain_key,
+    interrupt_key,
+)
 from agent_runtime.oe.store.mongo import MongoStore
 from agent_runtime.oe.store.sqlite import SqliteStore
 
 __all__ = [
     "AuditRecord",
+    "DeliveryRecord",
+    "DeliveryTarget",
     "EventRecord",
     "ExecutionRecord",
     "MongoStore",
     "Page",
     "Review",
+    "ServedRuntime",
     "SqliteStore",
     "StepRecord",
     "StepState",
     "Store",
+    "drain_key",
+    "interrupt_key",
     "open_store",
 ]
 

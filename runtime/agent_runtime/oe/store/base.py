@@ -10,6 +10,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from agent_runtime.oe.store.deliveries import DeliveryRecord, ServedRuntime
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
 
 
@@ -81,7 +82,7 @@ class AuditRecord(BaseModel):
     step: int | None = None
     agent: str
     workspace_id: str
-    kind: Literal["tool", "llm", "callback", "resume", "cancel", "restart"]
+    kind: Literal["tool", "llm", "callback", "resume", "cancel", "restart", "drain", "interrupt"]
     tool: str | None = None
     llm_id: str | None = None
     args: Any = None  # redacted arguments (or messages for an LLM call)
@@ -190,3 +191,22 @@ class Store(Protocol):
         """Append with the next `seq` for that execution (atomic across concurrent appends)."""
 
     async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]: ...
+
+    # drains and interrupts the OE delivers (OE-17, OE-18), and the runtimes that served each execution
+    async def create_delivery(self, record: DeliveryRecord) -> DeliveryRecord | None:
+        """Insert if no record has its `key`; None when this call inserted it, else the existing one."""
+
+    async def get_delivery(self, key: str) -> DeliveryRecord | None: ...
+
+    async def replace_delivery(self, record: DeliveryRecord) -> DeliveryRecord | None:
+        """Write `record` if the stored version is still `record.version`; return it as stored (version + 1),
+        or None when another writer got there first (read it again)."""
+
+    async def list_deliveries(self, *, due_by: float | None = None, limit: int = 100) -> list[DeliveryRecord]:
+        """Open records, soonest due first; with `due_by`, only those due by then."""
+
+    async def note_runtime(self, runtime: ServedRuntime) -> bool:
+        """Remember that this pod served the execution; True the first time, False if already known."""
+
+    async def list_runtimes(self, execution_id: str) -> list[ServedRuntime]:
+        """Every runtime noted for the execution, in the order they were first noted."""

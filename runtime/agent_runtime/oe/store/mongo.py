@@ -42,6 +42,7 @@ from agent_runtime.oe.store.codec import (
     encode_execution_changes,
     redact_uri,
 )
+from agent_runtime.oe.store.mongo_deliveries import MongoDeliveries
 from agent_runtime.protocol import CallOutcome
 
 Document = dict[str, Any]
@@ -89,7 +90,7 @@ def _step_record(doc: Document) -> StepRecord:
     return StepRecord.model_validate(doc)
 
 
-class MongoStore:
+class MongoStore(MongoDeliveries):
     """`Store` over a MongoDB database; `uri` may hold credentials and never appears in messages."""
 
     def __init__(self, uri: str, database: str) -> None:
@@ -151,6 +152,7 @@ class MongoStore:
         await self._col("events").create_index(
             [("execution_id", ASCENDING), ("seq", ASCENDING)], name="execution_seq", unique=True
         )
+        await self._create_delivery_indexes()
 
     async def close(self) -> None:
         client, self._client, self._db = self._client, None, None

@@ -29,6 +29,7 @@ from agent_runtime.oe.store.base import (
     StepRecord,
 )
 from agent_runtime.oe.store.codec import decode_cursor, encode_cursor, encode_execution_changes
+from agent_runtime.oe.store.sqlite_deliveries import DELIVERY_SCHEMA, SqliteDeliveries
 from agent_runtime.protocol import CallOutcome
 
 T = TypeVar("T")
@@ -149,7 +150,7 @@ def _list_sql(*, by_agent: bool, by_project: bool, by_status: bool, after: bool)
     return f"SELECT record FROM executions {clause}ORDER BY created_at DESC, execution_id DESC LIMIT ?"  # noqa: S608 (fixed fragments only)
 
 
-class SqliteStore:
+class SqliteStore(SqliteDeliveries):
     """`Store` over one SQLite file; calls are serialized on one worker thread, never blocking the loop."""
 
     def __init__(self, path: str | Path) -> None:
@@ -187,6 +188,7 @@ class SqliteStore:
                 raise RuntimeError(f"SQLite refused WAL mode for {self.path} (journal_mode is {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(_SCHEMA)
+            conn.executescript(DELIVERY_SCHEMA)
         except BaseException:
             conn.close()
             raise
