@@ -261,18 +261,6 @@ def warning_event(previous: Mapping[str, Any], problem: InputProblem | None) -> 
     return (problem.reason, problem.message)
 
 
-def ready_event(previous: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) for a Normal Event when the Agent has just become Ready; else None."""
-
-    def ready(status: Mapping[str, Any]) -> Mapping[str, Any]:
-        return next((c for c in status.get("conditions") or [] if c.get("type") == READY), {})
-
-    now = ready(current)
-    if now.get("status") != "True" or ready(previous).get("status") == "True":
-        return None
-    return (READY, now.get("message", ""))
-
-
 def status_changed(previous: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
     """True when a write is due; keys the operator does not own are ignored."""
     return any(previous.get(key) != value for key, value in current.items())

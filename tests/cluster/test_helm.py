@@ -127,6 +127,24 @@ def test_rbac_has_no_wildcards(kube: Kube) -> None:
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], (doc["kind"], rule)
 
 
+def test_the_operator_only_reads_and_creates_secrets_and_config_maps_it_does_not_own(kube: Kube) -> None:
+    """No patch on every Secret or ConfigMap (the operator no longer labels them); no delete on Secrets."""
+    for values in ({}, {"operator.watchNamespaces": "{a,b}"}):
+        docs = _documents(kube.helm("template", RELEASE, str(CHART), *helm_values_args(values)))
+        roles = [
+            d
+            for d in docs
+            if d["kind"] in ("ClusterRole", "Role") and d["metadata"]["name"].endswith("-operator")
+        ]
+        assert roles
+        for role in roles:
+            verbs = {r: set(rule["verbs"]) for rule in role["rules"] for r in rule["resources"]}
+            assert verbs["secrets"] == {"get", "list", "watch", "create"}, role["metadata"]
+            assert verbs["configmaps"] == {"get", "list", "watch", "create", "delete"}, role["metadata"]
+            for child in ("deployments", "services", "serviceaccounts", "networkpolicies"):
+                assert {"update", "delete"} <= verbs[child], (child, role["metadata"])
+
+
 @pytest.fixture
 def operator_namespace(kube: Kube) -> Iterator[str]:
     name = f"ae-system-{uuid.uuid4().hex[:6]}"

@@ -67,6 +67,10 @@ def test_rollout_update_noop_resync_and_delete(
     assert liveness.status_code == 200 and "api_requests" in liveness.json()
     lines = [line for line in operator.process.output().splitlines() if line.strip()]
     assert lines and all(isinstance(json.loads(line), dict) for line in lines)  # JSON logs only
+    wait_for(
+        "a Normal Event on becoming Ready",
+        lambda: any(e["reason"] == "Ready" and e["type"] == "Normal" for e in api.events("bot")),
+    )
     connector = wait_for("Connector status", lambda: (api.get("connectors", "petstore") or {}).get("status"))
     assert connector["toolCount"] == 2 and connector["digest"]
 
