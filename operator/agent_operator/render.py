@@ -209,6 +209,13 @@ def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> lis
         env += [
             {"name": contract.ENTRYPOINT_ENV, "value": agent.spec.entrypoint},
             {"name": contract.BUNDLE_PATH_ENV, "value": contract.BUNDLE_INDEX_PATH},
+            # Each answer names this pod's own address, so the OE drains and interrupts it directly
+            # rather than through the Service, which may pick another replica (Decision 8). apiVersion is
+            # what the API server would default it to: rendered as stored, it is never seen as drift.
+            {
+                "name": contract.POD_IP_ENV,
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
+            },
         ]
     if component == "aer":
         env.append({"name": OE_URL_ENV, "value": settings.oe_url})
