@@ -1,8 +1,10 @@
 """Record what a real API server stores for rendered objects: `python -m tests.cluster.record_live`.
 
 Applies the memory golden Agent's children (tests/unit/operator/test_render.py) to a fresh control plane and
-writes the stored objects (without managedFields) to tests/unit/operator/live/memory_agent.json, which the
-drift unit tests compare renderings against. Rerun after a Kubernetes upgrade or a rendering change.
+writes each rendered manifest with the object as stored (without managedFields) to
+tests/unit/operator/live/memory_agent.json: the drift unit tests judge the stored objects against the
+renderings recorded with them, so a later rendering change does not touch them. Rerun after a Kubernetes
+upgrade, or to cover a new kind of field.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def main() -> int:
             response.raise_for_status()
             body = response.json()
             body["metadata"].pop("managedFields", None)
-            stored[f"{kind}/{name}"] = body
+            stored[f"{kind}/{name}"] = {"rendered": manifest, "stored": body}
         api.http.close()
     TARGET.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
     print(f"{TARGET}: {len(stored)} objects")

@@ -1,7 +1,7 @@
 """Drift: rendered objects against what a real API server stored for them, untouched and hand-edited.
 
-tests/unit/operator/live/memory_agent.json is the memory golden Agent's children as the cluster tier's
-kube-apiserver stored them (`python -m tests.cluster.record_live` records it again).
+tests/unit/operator/live/memory_agent.json holds the memory golden Agent's children as rendered and as the
+cluster tier's kube-apiserver stored them (`python -m tests.cluster.record_live` records them again).
 """
 
 from __future__ import annotations
@@ -14,26 +14,12 @@ from typing import Any
 import pytest
 
 from agent_operator.drift import drift, fingerprint, projection
-from agent_operator.render import Desired
-from tests.unit.operator.test_render import _memory_inputs_kwargs, _plan
 
-LIVE: dict[str, dict[str, Any]] = json.loads(
+RECORDED: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "live" / "memory_agent.json").read_text()
 )
-
-
-def _rendered() -> dict[str, dict[str, Any]]:
-    """The rendering as recorded: without ownerReferences (no Agent existed to own them)."""
-    out = {}
-    for desired in _plan(**_memory_inputs_kwargs()).objects:
-        if isinstance(desired, Desired) and not desired.create_only:
-            manifest = copy.deepcopy(desired.manifest)
-            manifest["metadata"].pop("ownerReferences", None)
-            out[f"{desired.key[1]}/{desired.key[2]}"] = manifest
-    return out
-
-
-RENDERED = _rendered()
+RENDERED = {name: pair["rendered"] for name, pair in RECORDED.items()}
+LIVE = {name: pair["stored"] for name, pair in RECORDED.items()}
 
 
 def _live(name: str) -> dict[str, Any]:
