@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -242,22 +243,26 @@ def test_a_new_store_on_the_same_data_sees_everything(backend: Backend) -> None:
     backend.run(read)
 
 
-def test_sqlite_search_sees_another_connections_writes(tmp_path: Any) -> None:
-    """A second process on the same file (another replica by mistake, a migration) never leaves the first
-    serving stale vectors: its in-process matrices are dropped when the file changes under it."""
-    import asyncio
+def test_searches_see_another_replicas_writes(backend: Backend) -> None:
+    """Two stores on the same data (two processes, two replicas) never serve each other stale vectors."""
 
     async def scenario() -> None:
-        first, second = SqliteStore(tmp_path / "m.db"), SqliteStore(tmp_path / "m.db")
+        first, second = backend.make(), backend.make()
         await first.open()
         await second.open()
         try:
             sel = NamespaceSelector("notes")
             await first.put(record("a"), vec(1, 0))
-            assert ids(await first.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["a"]
+            await second.put(record("c"), vec(1, 1))
+            assert ids(await first.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["c", "a"]
+            assert ids(await second.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["c", "a"]
             await second.put(record("b"), vec(0, 1))
             await second.delete(P, "notes", ["a"])
-            assert ids(await first.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["b"]
+            assert ids(await first.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["b", "c"]
+            await first.put(record("d"), vec(-1, 1))  # first's matrix is current again: applied in place
+            await first.delete(P, "notes", ["c"])
+            assert ids(await first.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["b", "d"]
+            assert ids(await second.nearest(P, sel, model=MODEL, query=vec(0, 1), limit=5)) == ["b", "d"]
         finally:
             await first.close()
             await second.close()
@@ -266,8 +271,6 @@ def test_sqlite_search_sees_another_connections_writes(tmp_path: Any) -> None:
 
 
 def test_sqlite_cache_is_bounded(tmp_path: Any) -> None:
-    import asyncio
-
     async def scenario() -> None:
         store = SqliteStore(tmp_path / "m.db", cache_bytes=3 * 2 * 4 * 10)  # room for 30 two-dim vectors
         await store.open()

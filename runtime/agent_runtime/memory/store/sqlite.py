@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,13 +19,13 @@ from typing import Any, TypeVar
 
 from agent_runtime.memory.filters import Predicate
 from agent_runtime.memory.records import MemoryRecord, NamespaceSelector, Partition
+from agent_runtime.memory.store.cache import DEFAULT_CACHE_BYTES, IndexCache, IndexKey
 from agent_runtime.memory.vectors import Vector, VectorIndex, from_bytes, to_bytes
 from agent_runtime.memory.wire import NAMESPACE_SEPARATOR, Kind
 
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 10_000
-DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 # A prefix matches whole segments: "a" covers "a" and "a.*", which sort between "a." and "a/".
 _AFTER_SEPARATOR = chr(ord(NAMESPACE_SEPARATOR) + 1)
 
@@ -90,18 +89,14 @@ def _selector_sql(selector: NamespaceSelector) -> tuple[str, tuple[str, ...]]:
     )
 
 
-IndexKey = tuple[Partition, str, str, int]  # partition, namespace, model, dimension
-
-
 class SqliteStore:
     """`MemoryStore` over one SQLite file; calls run in order on one thread, never on the event loop."""
 
     def __init__(self, path: str | Path, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.path = Path(path)
-        self._cache_bytes = cache_bytes
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
-        self._indexes: OrderedDict[IndexKey, VectorIndex] = OrderedDict()
+        self._indexes = IndexCache(cache_bytes)
         self._data_version = -1
 
     def __repr__(self) -> str:
@@ -157,7 +152,7 @@ class SqliteStore:
         executor.shutdown()
 
     def _disconnect(self) -> None:
-        self._indexes.clear()
+        self._indexes.drop()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -167,7 +162,7 @@ class SqliteStore:
         version = self._db().execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._data_version = version
-            self._indexes.clear()
+            self._indexes.drop()
 
     # writes
 
@@ -205,19 +200,15 @@ class SqliteStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        self._forget(record.partition, record.namespace, [record.id])
-        if vector is not None and record.embedding_model is not None:
-            index_key = (record.partition, record.namespace, record.embedding_model, int(vector.shape[0]))
-            index = self._indexes.get(index_key)
-            if index is not None:
-                index.put(record.id, vector, (record.metadata, record.session_id))
+        self._indexes.write(
+            record.partition,
+            record.namespace,
+            record.id,
+            vector=vector,
+            model=record.embedding_model,
+            meta=(record.metadata, record.session_id),
+        )
         return None if row is None else MemoryRecord.model_validate_json(row[0])
-
-    def _forget(self, partition: Partition, namespace: str, record_ids: list[str]) -> None:
-        for (part, ns, _, _), index in self._indexes.items():
-            if part == partition and ns == namespace:
-                for record_id in record_ids:
-                    index.remove(record_id)
 
     async def delete(self, partition: Partition, namespace: str, record_ids: list[str]) -> int:
         return await self._run(self._delete, partition, namespace, record_ids)
@@ -233,7 +224,7 @@ class SqliteStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        self._forget(partition, namespace, record_ids)
+        self._indexes.remove(partition, namespace, record_ids)
         return deleted
 
     # reads
@@ -352,22 +343,14 @@ class SqliteStore:
     def _index(self, key: IndexKey) -> VectorIndex:
         index = self._indexes.get(key)
         if index is not None:
-            self._indexes.move_to_end(key)
             return index
         partition, namespace, model, dimension = key
         index = VectorIndex(dimension)
         params = (*_partition_params(partition), namespace, model, dimension * 4)
         for record_id, blob, metadata, session in self._db().execute(_LOAD_INDEX, params):
             index.put(record_id, from_bytes(blob), (json.loads(metadata) if metadata else {}, session))
-        self._indexes[key] = index
-        self._evict()
+        self._indexes.put(key, index)
         return index
-
-    def _evict(self) -> None:
-        total = sum(len(index) * index.dimension * 4 for index in self._indexes.values())
-        while total > self._cache_bytes and len(self._indexes) > 1:
-            _, index = self._indexes.popitem(last=False)
-            total -= len(index) * index.dimension * 4
 
     async def namespaces(
         self, partition: Partition, *, prefix: str | None, limit: int, offset: int = 0
