@@ -130,6 +130,13 @@ def build_memory_routes(service: MemoryService, metrics: MemoryMetrics) -> list[
                 response = JSONResponse(
                     {"error": "embeddings_unavailable", "detail": str(exc)}, status_code=503
                 )
+            except Exception as exc:
+                # The store failed (locked, unreachable): a JSON 503 the SDK maps, details in our log only.
+                logger.exception("memory %s.%s failed", label, name)
+                detail = (
+                    f"the memory store failed ({type(exc).__name__}); retry, or see the Memory server's log"
+                )
+                response = JSONResponse({"error": "store_unavailable", "detail": detail}, status_code=503)
             metrics.observe(
                 kind=label,
                 operation=name,

@@ -339,3 +339,26 @@ def test_records_survive_a_restart(tmp_path: Path) -> None:
     with memory_process(tmp_path) as second, second.client() as http:
         hits = search(http, "semantic", scope, query="milk", top_k=1)
         assert [hit["id"] for hit in hits] == ["milk"]
+
+
+def test_a_store_outage_is_a_503_and_the_server_carries_on(tmp_path: Path) -> None:
+    from tests.integration.ferretdb import running_ferretdb
+
+    ferret = running_ferretdb()
+    uri = ferret.__enter__()
+    settings = {
+        "MEMORY_STORE_TYPE": "mongodb",
+        "MEMORY_MONGODB_URI": f"{uri}?serverSelectionTimeoutMS=1500",
+        "MEMORY_MONGODB_DATABASE": "outage",
+    }
+    scope = {"namespace": "n", "user_id": "u"}
+    try:
+        with memory_process(tmp_path, extra=settings) as server, server.client() as http:
+            write(http, "semantic", scope, "before the outage")
+            ferret.__exit__(None, None, None)
+            answer = http.post("/memory/semantic/search", json={**scope, "query": "outage"})
+            assert answer.status_code == 503 and answer.json()["error"] == "store_unavailable"
+            assert "Memory server's log" in answer.json()["detail"]
+            assert httpx.get(f"{server.base_url}/healthz").status_code == 200
+    finally:
+        ferret.__exit__(None, None, None)
