@@ -5,7 +5,8 @@ Each kind of work exists twice: `aer_*` tools are local (their bodies run in the
 knows it started (or that it never did); a held body then waits for its `release` file:
 
 - `*_quick`: returns at once;
-- `*_hold_async`: cooperative, `await`s until released (a drain or an interrupt can cancel it);
+- `*_hold_async`: cooperative, `await`s until released (a drain or an interrupt can cancel it); touches
+  `<marker>.ended` when it stops, however it stops;
 - `*_hold_sync`: a sync body in a worker thread, polling the file (nothing can signal it).
 
 The entrypoint runs `input.plan`: groups of calls, one group after another, the calls of a group together.
@@ -35,12 +36,15 @@ def _exists(path: str) -> bool:
 
 async def _hold_async(marker: str, release: str) -> dict[str, Any]:
     _touch(marker)
-    deadline = time.monotonic() + HOLD_LIMIT_S
-    while not _exists(release):
-        if time.monotonic() > deadline:
-            raise TimeoutError(release)
-        await asyncio.sleep(0.01)
-    return {"released": True}
+    try:
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not _exists(release):
+            if time.monotonic() > deadline:
+                raise TimeoutError(release)
+            await asyncio.sleep(0.01)
+        return {"released": True}
+    finally:
+        _touch(marker + ".ended")  # cancelled or not: a test can tell the body is no longer running
 
 
 def _hold_sync(marker: str, release: str) -> dict[str, Any]:
