@@ -253,8 +253,12 @@ class RunningOperator:
                 lines.append(record)
         return lines
 
-    def writes(self) -> int:
-        return sum(1 for line in self.process.output().splitlines() if '"api write"' in line)
+    def writes(self, namespace: str | None = None) -> int:
+        """Write requests the operator logged (only those into `namespace`, when given)."""
+        where = f"/namespaces/{namespace}/" if namespace else ""
+        return sum(
+            1 for line in self.process.output().splitlines() if '"api write"' in line and where in line
+        )
 
 
 @pytest.fixture(scope="module")
