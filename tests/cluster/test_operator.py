@@ -296,10 +296,12 @@ def test_memory_component_gets_only_the_database_secret(
     # Turning memory off deletes its children; the rest stays untouched.
     aer_version = (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"]
     objs["agent"]["spec"]["components"] = {}
+    began = time.monotonic()
     api.must_apply(objs["agent"])
     wait_for("MemoryReady Disabled", lambda: api.condition("bot", "MemoryReady").get("reason") == "Disabled")
     for kind in ("deployments", "services", "serviceaccounts", "networkpolicies"):
         wait_for(f"{kind}/bot-memory deleted", lambda kind=kind: api.get(kind, "bot-memory") is None)
+    print(f"measured: memory disabled -> its children deleted: {time.monotonic() - began:.2f}s")
     ready(api)
     assert (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"] == aer_version
     aer_env = env_names("bot-aer")
