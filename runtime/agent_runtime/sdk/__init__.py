@@ -7,7 +7,13 @@ from agent_runtime.sdk.entrypoint import EntrypointError, load_app, parse_entryp
 from agent_runtime.sdk.errors import PlatformFailure, PolicyDeniedException, ToolExecutionError
 from agent_runtime.sdk.input_schema import ToolDefinitionError
 from agent_runtime.sdk.loop import ToolLoopExhaustedError, tool_loop
-from agent_runtime.sdk.memory import MemoryClient, MemoryConfigError, MemoryRequestError, MemoryUnavailable
+from agent_runtime.sdk.memory import (
+    MemoryClient,
+    MemoryConfigError,
+    MemoryRequestError,
+    MemoryUnavailable,
+    shared_memory_client,
+)
 from agent_runtime.sdk.oe_client import OEApi, OEClient, OEConfigError, oe_url_from_env
 from agent_runtime.sdk.runnable import Runnable
 from agent_runtime.sdk.secure import SecureToolWrapper, SecureWrappedLLM, call_tool
@@ -38,5 +44,6 @@ __all__ = [
     "load_app",
     "oe_url_from_env",
     "parse_entrypoint",
+    "shared_memory_client",
     "tool_loop",
 ]

@@ -471,3 +471,14 @@ class MemoryClient:
     ) -> list[RecordView]:
         """The categories closest in meaning to `text`, best first, each with its `path` from the root."""
         return await self.search(text, namespace=namespace, kind=Kind.TAXONOMIC, top_k=top_k)
+
+
+_shared: MemoryClient | None = None
+
+
+def shared_memory_client() -> MemoryClient:
+    """The process's one `MemoryClient` from the environment, made on first use: what `app.memory` is."""
+    global _shared
+    if _shared is None:
+        _shared = MemoryClient.from_env()
+    return _shared

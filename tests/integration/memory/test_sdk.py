@@ -14,6 +14,7 @@ from agent_runtime.sdk import (
     MemoryRequestError,
     MemoryUnavailable,
     RequestContext,
+    shared_memory_client,
 )
 from agent_runtime.sdk.context import run_scope
 from agent_runtime.sdk.memory_store import MemoryServerStore, decode_key, encode_key
@@ -38,6 +39,21 @@ def test_from_env_names_what_is_missing(tmp_path: object) -> None:
         MemoryClient.from_env({"AGENTIC_MEMORY_URL": "http://127.0.0.1:1"})
     with pytest.raises(MemoryConfigError, match="http"):
         MemoryClient.from_env({"AGENTIC_MEMORY_URL": "memory:8081", "RUNTIME_TOKEN": TOKEN})
+
+
+def test_the_shared_client_is_made_once_from_the_environment(
+    server: MemoryServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_runtime.sdk.memory as module
+
+    monkeypatch.setattr(module, "_shared", None)
+    monkeypatch.setenv("AGENTIC_MEMORY_URL", server.base_url)
+    monkeypatch.setenv("RUNTIME_TOKEN", TOKEN)
+    monkeypatch.delenv("RUNTIME_TOKEN_FILE", raising=False)
+    first = shared_memory_client()
+    assert shared_memory_client() is first
+    assert first.search_sync("anything", namespace="empty", user_id="nobody", org_id="") == []
+    asyncio.run(first.aclose())
 
 
 def test_semantic_calls_default_to_the_executions_user(server: MemoryServer) -> None:
