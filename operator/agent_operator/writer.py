@@ -178,6 +178,9 @@ class ChildWriter:
             self.deployments.setdefault(key, {})[labels[COMPONENT_LABEL]] = DeploymentState.from_body(body)
         if memo not in self.applied:
             return False  # not learnt yet (listing pending) or not ours
+        if memo in self.suspect:  # listed, and the Agent's coming reconcile checks it: keep it current
+            self.suspect[memo] = projection(body)
+            return False
         if self.verified.get(memo) == fingerprint(body):
             return False  # status churn, or our own write
         self.suspect[memo] = projection(body)
