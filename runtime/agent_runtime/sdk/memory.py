@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -38,6 +38,27 @@ MEMORY_URL_ENV = "AGENTIC_MEMORY_URL"
 DEFAULT_TIMEOUT_S = 10.0
 EPISODES_NAMESPACE = "episodes"
 CATEGORIES_NAMESPACE = "categories"
+
+
+class MemoryEngineProtocol(Protocol):
+    """What agent code needs from memory (the seed's MemoryEngineProtocol); `MemoryClient` speaks it over
+    HTTP, and a test may pass anything else that does."""
+
+    async def write(self, content: str, **options: Any) -> RecordView: ...
+
+    async def search(self, query: str | None = None, **options: Any) -> list[RecordView]: ...
+
+    async def get(self, record_id: str, *, namespace: str, kind: Kind | str = ...) -> RecordView | None: ...
+
+    async def delete(self, record_id: str, *, namespace: str, kind: Kind | str = ...) -> None: ...
+
+    async def append_episode(self, content: str, *, role: str | None = None) -> RecordView: ...
+
+    async def recent_episodes(self, *, limit: int = 20) -> list[RecordView]: ...
+
+    async def categorize(self, text: str, *, top_k: int = 3) -> list[RecordView]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class MemoryConfigError(ValueError):
