@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio.to_thread
 from pydantic import BaseModel
@@ -26,6 +26,9 @@ from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.input_schema import ToolDefinitionError, arguments_model, input_schema
 from agent_runtime.sdk.runnable import Runnable, as_runnable, is_run_function
 from agent_runtime.sdk.secure import SecureWrappedLLM, agent_suspend, call_tool
+
+if TYPE_CHECKING:
+    from agent_runtime.sdk.memory import MemoryClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -246,6 +249,13 @@ class App:
             raise ValueError(f"llm_id {llm_id!r} must be 1-256 letters, digits or '_.:-'")
         self._llms[llm_id] = llm
         return SecureWrappedLLM(llm, llm_id=llm_id)
+
+    @property
+    def memory(self) -> MemoryClient:
+        """The Agent's Memory server (AGENTIC_MEMORY_URL), scoped to the running execution's org and user."""
+        from agent_runtime.sdk.memory import shared_memory_client
+
+        return shared_memory_client()
 
     @property
     def llms(self) -> Mapping[str, Any]:

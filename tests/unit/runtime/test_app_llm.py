@@ -167,3 +167,12 @@ def test_async_entrypoint_is_the_run_function_and_construction_finds_nothing() -
     with run_scope(RequestContext(execution_id="ex"), oe=None):
         runnable = app.build(RequestContext(execution_id="ex"))
     assert runnable is run and inspect.iscoroutinefunction(runnable)
+
+
+def test_app_memory_is_the_process_memory_client(monkeypatch) -> None:
+    from agent_runtime.sdk import App
+    from agent_runtime.sdk.memory import shared_memory_client
+
+    monkeypatch.setenv("AGENTIC_MEMORY_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RUNTIME_TOKEN", "t")
+    assert App("m").memory is shared_memory_client()
