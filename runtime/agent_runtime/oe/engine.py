@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 S = ExecutionState
 APPROVAL_REQUIRED = "approval_required"
 _DISCOVERY_RETRY_S = 5.0
+# How long a cancel waits for a resume that claimed the decision first to write its state change.
+_RESUME_LANDS_S = 5.0
 
 
 class NotFound(Exception):
@@ -160,7 +162,9 @@ class Orchestrator:
 
     async def cancel(self, execution_id: str) -> ExecutionRecord:
         """Make the cancel durable; the run's next call or callback is refused."""
-        await self.get(execution_id)
+        record = await self.get(execution_id)
+        if record.status is S.SUSPENDED:
+            await self._claim_cancel(record)
         now = self._clock()
         updated = await self.store.transition(
             execution_id,
@@ -211,6 +215,22 @@ class Orchestrator:
         """True while this OE waits on a call of the execution (its pod may not have answered yet)."""
         return any(key[0] == execution_id for key in self._inflight)
 
+    async def _claim_cancel(self, record: ExecutionRecord) -> None:
+        """A cancel of a suspended execution is the decision on its suspension, claimed like a resume's; if
+        a resume claimed it first, let its state change land before the cancel writes (on FerretDB v1 the
+        two writes would otherwise race, and the cancel could be lost under the resume's)."""
+        key = f"decision:{record.execution_id}:{len(record.reviews)}"
+        taken = await self.store.claim_once(key, {"decision": "cancelled"})
+        if taken is None or taken.get("decision") == "cancelled":
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _RESUME_LANDS_S
+        while loop.time() < deadline:
+            current = await self.store.get_execution(record.execution_id)
+            if current is None or current.status is not S.SUSPENDED:
+                return
+            await asyncio.sleep(0.05)
+
     async def resume(
         self, execution_id: str, review: ReviewDecision, *, project_id: str | None = None
     ) -> ExecutionRecord:
@@ -238,6 +258,17 @@ class Orchestrator:
                 "args",
                 "this execution waits on app.suspend, not on the approval of a call, so there are no held "
                 "arguments to edit; drop args",
+            )
+        # One decision per suspension, claimed under a unique key: a second reviewer's different decision is
+        # refused even where the state's compare-and-set is not atomic across replicas (FerretDB v1). The
+        # same decision sent again (a client whose answer was lost) goes on.
+        decided = {"decision": review.decision, "reviewer_notes": review.reviewer_notes, "args": review.args}
+        taken = await self.store.claim_once(f"decision:{execution_id}:{len(record.reviews)}", decided)
+        if taken is not None and taken != decided:
+            raise Conflict(
+                "already_decided",
+                f"another decision ({taken.get('decision')}) was already made on this suspension; "
+                "read the execution for its state",
             )
         step = suspension.get("step")
         reason = suspension.get("reason")
@@ -746,7 +777,9 @@ class Orchestrator:
             resume=resume,
             suspend_replies=_suspend_replies(started),
         )
-        # A restarting AER refuses connections for a moment: retry for as long as the watchdog would wait.
+        # A restarting AER refuses connections for a moment: retry for as long as the watchdog would wait,
+        # then leave the run to the watchdog, which starts it once the AER answers or fails it (`aer_lost`)
+        # when the AER stays out of reach.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._aer_lost_after_s
         delay = 0.2
@@ -763,8 +796,11 @@ class Orchestrator:
                 )
                 return
             except RuntimeUnavailable as exc:
-                if not exc.retryable or loop.time() + delay > deadline:
+                if not exc.retryable:
                     await self._fail(started, CallError(category=AER_LOST, explanation=str(exc)))
+                    return
+                if loop.time() + delay > deadline:
+                    logger.warning("execution %s: %s; the watchdog takes it over", started.execution_id, exc)
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

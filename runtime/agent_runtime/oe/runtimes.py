@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import select
 import time
 from typing import Any
 
@@ -35,6 +36,32 @@ AER_EXECUTIONS_PATH = "/executions"
 AER_TOOLS_PATH = "/tools"
 
 
+class _FreshConnector(aiohttp.TCPConnector):
+    """A pool that never hands out a kept-alive connection whose peer has gone: an idle HTTP/1.1 connection
+    has nothing to read, so a readable one holds the EOF or reset of a process that died (a restarted Tool
+    Pod). Reusing it would fail the next call after it was sent, which the OE must then report as "may have
+    run", though it never reached anyone; urllib3 checks the same way before reusing a connection."""
+
+    async def _get(self, key: Any, traces: Any) -> Any:
+        while True:
+            connection = await super()._get(key, traces)
+            if connection is None or not _peer_closed(connection):
+                return connection
+            connection.close()
+
+
+def _peer_closed(connection: Any) -> bool:
+    transport = connection.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
 class RuntimeUnavailable(Exception):
     """The AER did not accept a run; the message is safe to store and show. `retryable`: it could not be
     reached (it may be restarting), as opposed to an answer refusing the run."""
@@ -52,7 +79,7 @@ class Runtimes:
         *,
         call_timeout_s: float = 600.0,
         connect_timeout_s: float = 5.0,
-        tool_pod_connect_retry_s: float = 5.0,
+        tool_pod_connect_retry_s: float = 15.0,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(total=call_timeout_s, sock_connect=connect_timeout_s)
         self._short = aiohttp.ClientTimeout(total=10.0, sock_connect=connect_timeout_s)
@@ -62,7 +89,7 @@ class Runtimes:
     def _pool(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=256, ttl_dns_cache=60),
+                connector=_FreshConnector(limit=256, ttl_dns_cache=60),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 skip_auto_headers=("User-Agent",),

@@ -16,6 +16,7 @@ CLIENT_TOKEN_FILE_ENV = "OE_CLIENT_TOKEN_FILE"  # noqa: S105
 WATCHDOG_INTERVAL_ENV = "OE_WATCHDOG_INTERVAL_S"
 AER_LOST_AFTER_ENV = "OE_AER_LOST_AFTER_S"
 RUN_RESTARTS_ENV = "OE_RUN_RESTARTS"
+TOOL_POD_RETRY_ENV = "OE_TOOL_POD_RETRY_S"
 
 DEFAULT_SQLITE_PATH = "/var/lib/agent-engine/oe/oe.sqlite3"
 DEFAULT_MONGODB_DATABASE = "agent_engine_oe"
@@ -35,6 +36,7 @@ class OESettings:
     watchdog_interval_s: float
     aer_lost_after_s: float
     run_restarts: int = 3
+    tool_pod_retry_s: float = 15.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OESettings:
@@ -47,6 +49,7 @@ class OESettings:
             watchdog_interval_s=_seconds(env, WATCHDOG_INTERVAL_ENV, 10.0),
             aer_lost_after_s=_seconds(env, AER_LOST_AFTER_ENV, 30.0),
             run_restarts=_count(env, RUN_RESTARTS_ENV, 3),
+            tool_pod_retry_s=_seconds(env, TOOL_POD_RETRY_ENV, 15.0),
         )
 
 

@@ -387,7 +387,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     engine = Orchestrator(
         store=store,
         registry=source.registry,
-        runtimes=Runtimes(),
+        runtimes=Runtimes(tool_pod_connect_retry_s=settings.tool_pod_retry_s),
         aer_lost_after_s=settings.aer_lost_after_s,
         run_restarts=settings.run_restarts,
         drain_settings=DrainCallerSettings.from_env(env),

@@ -141,6 +141,8 @@ class Platform:
             "OE_CLIENT_TOKEN": CLIENT_TOKEN,
             "OE_WATCHDOG_INTERVAL_S": "0.5",
             "OE_AER_LOST_AFTER_S": "2",
+            # A stopped Tool Pod is a test's point here, not a restart to wait out.
+            "OE_TOOL_POD_RETRY_S": "1",
             **(extra or {}),
         }
         self.processes["oe"] = self._launch(env, port=self.oe_port)

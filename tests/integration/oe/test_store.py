@@ -422,6 +422,30 @@ def test_reviews_and_restarts_round_trip(backend: Backend) -> None:
     backend.run(scenario)
 
 
+def test_claim_once_first_wins_across_replicas(backend: Backend) -> None:
+    async def scenario(store: Store) -> None:
+        other = backend.make()
+        await other.open()
+        try:
+            await asyncio.gather(warm_up(store), warm_up(other))
+            values = [
+                {"decision": "approved" if i % 2 else "rejected", "n": i, "$x": {"a.b": [i]}}
+                for i in range(20)
+            ]
+            results = await asyncio.gather(
+                *((store if i % 2 else other).claim_once("decision:e-1:0", values[i]) for i in range(20))
+            )
+        finally:
+            await other.close()
+        winners = [i for i, result in enumerate(results) if result is None]
+        assert len(winners) == 1
+        assert all(result == values[winners[0]] for result in results if result is not None)
+        assert await store.claim_once("decision:e-1:0", {"late": True}) == values[winners[0]]
+        assert await store.claim_once("decision:e-1:1", {"next": 1}) is None  # another key
+
+    backend.run(scenario)
+
+
 # audit log and events
 
 

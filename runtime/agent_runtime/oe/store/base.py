@@ -178,6 +178,11 @@ class Store(Protocol):
     async def delete_step(self, execution_id: str, step: int) -> None:
         """Forget an in-progress step whose call never ran (refused before anything was sent)."""
 
+    # one-time claims
+    async def claim_once(self, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        """Store `value` under `key` unless a value is there; None when this call stored it, else the value
+        already stored. Atomic across processes and replicas (a unique key), on every backend."""
+
     # audit log
     async def append_audit(self, record: AuditRecord) -> None: ...
 

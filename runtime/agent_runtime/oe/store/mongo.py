@@ -1,16 +1,18 @@
 """The OE store over MongoDB (or anything speaking its wire protocol) with pymongo's native async client.
 
-Collections: `executions` (`_id` is the execution id), `steps` (unique `(execution_id, step)`), `audit`
-and `events` (unique `(execution_id, seq)`). Caller-supplied JSON (an execution's input, result and
-suspension, a step's outcome, whole audit and event records) is kept as JSON text: keys such as `$ref` or
-`a.b` are not valid document field names everywhere, and numbers keep their exact JSON form.
+Collections: `executions` (`_id` is the execution id), `steps` (unique `(execution_id, step)`), `audit`,
+`events` (unique `(execution_id, seq)`) and `claims` (`_id` is the claim's key). Caller-supplied JSON
+(an execution's input, result and suspension, a step's outcome, whole audit and event records) is kept
+as JSON text: keys such as `$ref` or `a.b` are not valid document field names everywhere, and numbers
+keep their exact JSON form.
 
 No transactions. Every write is one single-document operation; atomicity across OE replicas rests on
 MongoDB's single-document updates and on unique indexes. FerretDB v1 applies an update as a read
 followed by a whole-document write, so on it two writers of one document can lose each other's change;
 this store therefore also serializes its own writes to one execution or step within the process, which
-keeps a single OE correct there. Unique indexes hold everywhere, so step claims and event numbering are
-correct across replicas on both.
+keeps a single OE correct there. Unique indexes hold everywhere, so step claims, one-time claims (a
+human decision) and event numbering are correct across replicas on both; a status compare-and-set
+(`transition`) is not, on FerretDB v1, between two replicas writing one execution at the same moment.
 
 Durability follows the URI's write concern (add `w=majority&journal=true` for a replica set).
 """
@@ -290,6 +292,19 @@ class MongoStore(MongoDeliveries):
         query = {"execution_id": execution_id, "step": step, "state": "in_progress"}
         async with self._lock("step", execution_id, step):
             await self._col("steps").delete_one(query)
+
+    # one-time claims
+
+    async def claim_once(self, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        """On `_id`, which is unique on MongoDB and FerretDB alike: the one write both keep atomic."""
+        claims = self._col("claims")
+        try:
+            await claims.insert_one({"_id": key, "value": json.dumps(value, separators=(",", ":"))})
+            return None
+        except DuplicateKeyError:
+            doc = await claims.find_one({"_id": key})
+        stored: dict[str, Any] = json.loads(doc["value"]) if doc is not None else {}
+        return stored
 
     # audit log
 

@@ -59,6 +59,10 @@ CREATE TABLE IF NOT EXISTS audit (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_by_execution ON audit (execution_id, id);
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     execution_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -101,6 +105,8 @@ _DELETE_STEP = (
     "DELETE FROM steps "
     "WHERE execution_id = ? AND step = ? AND json_extract(record, '$.state') = 'in_progress'"
 )
+_CLAIM_ONCE = "INSERT INTO claims (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+_GET_CLAIM = "SELECT value FROM claims WHERE key = ?"
 _APPEND_AUDIT = "INSERT INTO audit (execution_id, record) VALUES (?, ?)"
 _LIST_AUDIT = "SELECT record FROM audit WHERE execution_id = ? ORDER BY id"
 # One statement, so reading the last seq and inserting the next one cannot interleave with another writer.
@@ -362,6 +368,19 @@ class SqliteStore(SqliteDeliveries):
 
     async def delete_step(self, execution_id: str, step: int) -> None:
         await self._run(self._execute, _DELETE_STEP, (execution_id, step))
+
+    # one-time claims
+
+    async def claim_once(self, key: str, value: dict[str, Any]) -> dict[str, Any] | None:
+        return await self._run(self._claim_once, key, json.dumps(value, separators=(",", ":")))
+
+    def _claim_once(self, key: str, text: str) -> dict[str, Any] | None:
+        db = self._db()
+        if db.execute(_CLAIM_ONCE, (key, text)).rowcount == 1:
+            return None
+        row = db.execute(_GET_CLAIM, (key,)).fetchone()
+        stored: dict[str, Any] = json.loads(row[0])
+        return stored
 
     # audit log
 
