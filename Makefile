@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash
+.PHONY: run test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash
 
 venv: $(STAMP)
 
@@ -25,8 +25,13 @@ fmt: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The product's main job on this machine: a control plane, the chart, the operator, the OE and the example
+# Agent as local processes; invoke, approve, answer, audit; then keep serving until Ctrl-C.
+run: venv cluster-bins
+	$(PY) -m tests.local_platform $(RUN_ARGS)
+
 # Every tier this machine can run: unit, integration, crash, cluster (e2e needs Docker: make e2e-kind).
-test: lint cluster-bins ferretdb-bin peers
+test: lint cluster-bins node-bins images ferretdb-bin peers
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv
@@ -45,6 +50,19 @@ crash: venv ferretdb-bin
 cluster-bins: venv
 	PYTHON=$(abspath $(PY)) bash tests/cluster/build_bins.sh
 
+.PHONY: images node-bins
+
+# The real node of the cluster tier (tests/cluster/realnode.py): kubelet, kube-proxy, CoreDNS, kube-router and
+# a pause program built with go, containerd, runc, CNI plugins, socat, iptables and ipset from Debian (apt-get).
+node-bins: venv
+	PYTHON=$(abspath $(PY)) bash tests/cluster/build_bins.sh --real-node
+
+# The project's images without Docker (images/build.sh): buildah from a debootstrap base, a Python base, then
+# images/runtime, images/operator and every examples/*/Dockerfile, tagged with the project version; each
+# rebuilt only when its inputs change (cache: ~/.cache/agent-engine/images).
+images:
+	bash images/build.sh
+
 # FerretDB v1 (MongoDB wire protocol over SQLite) for the OE's MongoDB store tests, built with go and cached in
 # ~/.cache/agent-engine (a no-op once there).
 ferretdb-bin:
@@ -55,8 +73,12 @@ ferretdb-bin:
 peers:
 	bash tests/peers/install.sh
 
-cluster-up: venv cluster-bins
-	$(PY) -m tests.cluster.controlplane up
+# REAL_NODE=1: one real node beside the fake ones (root), the project's images loaded on it;
+# NETWORK_POLICIES=1: it enforces NetworkPolicies (kube-router's controller).
+cluster-up: venv cluster-bins $(if $(REAL_NODE),node-bins images)
+	$(PY) -m tests.cluster.controlplane up \
+		$(if $(REAL_NODE),--real-node --images=$$(bash images/build.sh | tail -n 1)) \
+		$(if $(NETWORK_POLICIES),--network-policies)
 
 cluster-down: venv
 	$(PY) -m tests.cluster.controlplane down

@@ -34,6 +34,7 @@ import datetime
 import logging
 import re
 import traceback
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -44,6 +45,7 @@ from agent_operator.events import EventPoster
 from agent_operator.inputs import InputProblem, agent_references
 from agent_operator.kube import ApiError, KubeApi
 from agent_operator.models import Agent, Connector
+from agent_operator.publisher import RegistrationPublisher
 from agent_operator.reader import ABSENT, InputReader
 from agent_operator.reconcile import plan_agent, summarize_connector
 from agent_operator.render import AGENT_LABEL, MANAGED_BY, ROLE_LABEL
@@ -88,6 +90,7 @@ class Operator:
         self.writer = ChildWriter(api)
         self.status = StatusWriter(api)
         self.events = EventPoster(api)
+        self.registrations = RegistrationPublisher(api, settings.render)
         self.agents: dict[AgentKey, dict[str, Any]] = {}
         self.connectors: dict[AgentKey, dict[str, Any]] = {}
         self.outcomes: dict[AgentKey, Outcome] = {}
@@ -117,6 +120,15 @@ class Operator:
         """Drop what was learnt about managed objects; the next reconcile per namespace re-lists them
         (so a resync recreates a child someone deleted and checks every child against its rendering)."""
         self.writer.forget_all()
+        self.registrations.forget_all()
+
+    async def withdraw_registration(self, key: AgentKey) -> None:
+        """The Agent is gone: the OE must stop taking executions for it (its Secret is not ours to GC)."""
+        await self.registrations.withdraw(key)
+
+    async def prune_registrations(self) -> int:
+        """Withdraw registrations of Agents deleted while no operator watched."""
+        return await self.registrations.prune(set(self.agents))
 
     def agents_using_connector(self, namespace: str, connector: str) -> list[AgentKey]:
         return [
@@ -245,10 +257,12 @@ class Operator:
             )
         else:
             repairs = await self.writer.apply(key, plan.objects, current=current)
-            self.outcomes[key] = Outcome.from_plan(plan)
             await self.writer.collect_bundles(
                 key, keep=set(plan.bundle.config_map_names), digest=plan.bundle.digest
             )
+            # After the children: the runtime token the registration carries exists by now.
+            registration = await self.registrations.publish(agent)
+            self.outcomes[key] = replace(Outcome.from_plan(plan), registration=registration or "")
             for repair in repairs:
                 log.warning(
                     "child repaired",

@@ -118,6 +118,10 @@ async def _resync_loop(op: Operator, interval: float) -> None:
                 await _guarded(op.reconcile_connector, key, what="connector")
             for key in list(op.agents):
                 await _guarded(op.reconcile_agent, key, what="agent")
+            try:
+                await op.prune_registrations()
+            except (ApiError, httpx.HTTPError) as exc:  # e.g. no rights in the OE's namespace: say so, go on
+                log.warning("registrations not pruned", extra={"error": type(exc).__name__})
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -200,6 +204,10 @@ async def agent_event(event: dict[str, Any], body: Any, namespace: str, name: st
     if event.get("type") == "DELETED":
         op.forget_agent(key)
         _state["generations"].pop(("agent", key), None)
+        try:
+            await op.withdraw_registration(key)
+        except (ApiError, httpx.HTTPError) as exc:  # the resync's prune gets it
+            log.warning("registration not withdrawn", extra={"agent": name, "error": type(exc).__name__})
         return
     op.agents[key] = _plain(body)
     if (body.get("metadata") or {}).get("deletionTimestamp"):

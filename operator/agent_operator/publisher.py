@@ -29,39 +29,56 @@ class RegistrationPublisher:
     def __init__(self, api: KubeApi, settings: RenderSettings) -> None:
         self._api = api
         self._settings = settings
-        self._published: dict[AgentKey, str] = {}  # what we last wrote, by content digest
+        # What we last wrote (content digest) and why it failed, if it did.
+        self._published: dict[AgentKey, tuple[str, str | None]] = {}
 
     def forget_all(self) -> None:
         """Forget what was written (a resync re-checks every registration against the server)."""
         self._published.clear()
 
     async def publish(self, agent: Agent) -> str | None:
-        """Write the Agent's registration; None when it is in place, else why it is not (for a condition)."""
+        """Write the Agent's registration; None when it is in place, else why it is not (for a condition).
+
+        Read before writing: a resync (which forgets what was written) finds it in place and writes nothing.
+        """
         key = (agent.meta.namespace, agent.meta.name)
         token = await self._token(agent)
         if token is None:
             return f"the runtime token Secret {token_secret_name(agent.meta.name)} has no token yet"
         manifest = render_registration(agent, token=token, settings=self._settings)
         digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
-        if self._published.get(key) == digest:
-            return None
+        known = self._published.get(key)
+        if known is not None and known[0] == digest:
+            return known[1]
         path = object_path("v1", "Secret", self._settings.oe_namespace, manifest["metadata"]["name"])
+        problem: str | None = None
         try:
-            await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
+            live = await self._api.get(path)
+            if (
+                live is None
+                or (live.get("data") or {}) != manifest["data"]
+                or _labels(live) != _labels(manifest)
+            ):
+                await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
+                log.info("registration published", extra={"agent": key[1], "namespace": key[0]})
         except ApiError as exc:
             # The OE's namespace may not exist yet, or RBAC may not allow it: say so, never the token.
-            return (
+            problem = (
                 f"cannot write the registration in namespace {self._settings.oe_namespace}: HTTP {exc.status}"
             )
-        self._published[key] = digest
-        log.info("registration published", extra={"agent": key[1], "namespace": key[0]})
-        return None
+        # A failure is remembered too, so a refused write is retried by the next resync, not every event.
+        self._published[key] = (digest, problem)
+        return problem
 
     async def withdraw(self, key: AgentKey) -> None:
-        """Delete the Agent's registration (gone already is fine)."""
-        self._published.pop(key, None)
-        name = registration_secret_name(*key)
-        if await self._api.delete(object_path("v1", "Secret", self._settings.oe_namespace, name)):
+        """Delete the Agent's registration if it exists (gone already is fine)."""
+        known = self._published.pop(key, None)
+        path = object_path("v1", "Secret", self._settings.oe_namespace, registration_secret_name(*key))
+        if known is not None and known[1] is not None:
+            return  # never written
+        if known is None and await self._api.get(path) is None:
+            return  # not known to this process (a restart): read before writing
+        if await self._api.delete(path):
             log.info("registration withdrawn", extra={"agent": key[1], "namespace": key[0]})
 
     async def prune(self, live: set[AgentKey]) -> int:
@@ -83,3 +100,7 @@ class RegistrationPublisher:
         )
         encoded = ((secret or {}).get("data") or {}).get("token")
         return base64.b64decode(encoded).decode() if encoded else None
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
