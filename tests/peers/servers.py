@@ -92,8 +92,28 @@ def postgres_bin() -> Path:
     return Path(found[-1]).parent
 
 
+def _retrying(start: Any) -> Any:
+    """A server context manager that tries once more when its first start fails (a free port taken by
+    someone else between our probe and the server's bind is the usual cause on a shared machine)."""
+
+    @contextlib.contextmanager
+    def manager() -> Iterator[Any]:
+        try:
+            stack = contextlib.ExitStack()
+            server = stack.enter_context(start())
+        except RuntimeError as first:
+            print(f"retrying once: {str(first).splitlines()[0]}", flush=True)
+            stack = contextlib.ExitStack()
+            server = stack.enter_context(start())
+        with stack:
+            yield server
+
+    manager.__doc__ = start.__doc__
+    return manager
+
+
 @contextlib.contextmanager
-def postgres_server() -> Iterator[SqlServer]:
+def _postgres_server() -> Iterator[SqlServer]:
     """A fresh PostgreSQL cluster with database `shop` and user `agent` (password auth, scram)."""
     bindir = postgres_bin()
     root = Path(tempfile.mkdtemp(prefix="ae-pg-"))
@@ -203,7 +223,7 @@ def _pg_setup(admin: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def mariadb_server() -> Iterator[SqlServer]:
+def _mariadb_server() -> Iterator[SqlServer]:
     """A fresh MariaDB with database `shop` and user `agent`@`127.0.0.1` (password auth)."""
     mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
     install = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
@@ -287,6 +307,10 @@ def _maria_setup(admin: dict[str, Any]) -> None:
             cur.execute(f"GRANT ALL ON {DB_NAME}.* TO '{DB_USER}'@'127.0.0.1'")
     finally:
         conn.close()
+
+
+postgres_server = _retrying(_postgres_server)
+mariadb_server = _retrying(_mariadb_server)
 
 
 # Dovecot (IMAP) ------------------------------------------------------------------------------------------
