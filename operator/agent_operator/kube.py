@@ -82,6 +82,8 @@ class Connection:
     key_path: str | None = None
     token: str | None = None
     insecure: bool = False
+    # Files made here from inline kubeconfig data (a client key among them): removed once loaded.
+    temp_files: tuple[str, ...] = ()
 
     @classmethod
     def from_kopf(cls, info: Any) -> Connection:
@@ -91,7 +93,13 @@ class Connection:
             _as_file(info.certificate_data, "cert") if info.certificate_data else info.certificate_path
         )
         key_path = _as_file(info.private_key_data, "key") if info.private_key_data else info.private_key_path
+        temp_files = tuple(
+            str(path)
+            for path, inline in ((cert_path, info.certificate_data), (key_path, info.private_key_data))
+            if inline and path
+        )
         return cls(
+            temp_files=temp_files,
             server=info.server.rstrip("/"),
             ca_pem=ca_pem,
             ca_path=str(info.ca_path) if info.ca_path else None,
@@ -115,10 +123,15 @@ class KubeApi:
         headers = {"Accept": "application/json", "User-Agent": "agent-engine-operator"}
         if connection.token:
             headers["Authorization"] = f"Bearer {connection.token}"
+        verify = self._ssl_context(connection)
+        # The SSL context holds the key now; a client key must not linger in /tmp after start-up.
+        for path in connection.temp_files:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         self._client = httpx.AsyncClient(
             base_url=connection.server,
             headers=headers,
-            verify=self._ssl_context(connection),
+            verify=verify,
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
         )
@@ -130,7 +143,7 @@ class KubeApi:
         self._watch_client = httpx.AsyncClient(
             base_url=connection.server,
             headers=headers,
-            verify=self._ssl_context(connection),
+            verify=verify,
             timeout=httpx.Timeout(30.0, read=WATCH_SECONDS + 30.0),
         )
 
