@@ -209,7 +209,16 @@ def _pg_setup(admin: dict[str, Any]) -> None:
     import asyncpg
 
     async def setup() -> None:
-        conn = await asyncpg.connect(**admin)
+        # The port accepts before the server does ("the database system is starting up"): wait for it.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = await asyncpg.connect(**admin)
+                break
+            except (asyncpg.CannotConnectNowError, ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
         try:
             await conn.execute(f"CREATE ROLE {DB_USER} LOGIN PASSWORD '{DB_PASSWORD}'")
             await conn.execute(f"CREATE DATABASE {DB_NAME} OWNER {DB_USER}")
