@@ -34,9 +34,11 @@ class InputReader:
         self.versions: dict[ObjectKey, str] = {}
 
     def stale(self, kind: str, namespace: str, name: str, resource_version: str) -> bool:
-        """Whether a referenced object's resourceVersion (ABSENT when deleted) differs from the one last
-        read; one never read counts as stale."""
-        return self.versions.get((kind, namespace, name)) != resource_version
+        """Whether an object some reconcile read (or found missing) now has another resourceVersion
+        (ABSENT when deleted). One never read is referenced by nothing: every reconcile reads all it
+        references, so the watch's events about other objects cost nothing."""
+        known = self.versions.get((kind, namespace, name))
+        return known is not None and known != resource_version
 
     def forget(self) -> None:
         self.versions.clear()
