@@ -39,7 +39,7 @@ def test_sigkill_at_every_point_runs_each_side_effect_at_most_once_and_completes
     # know whether it took effect (and does not run it again); every other side effect happened, once.
     told = {entry.split(":")[0] for entry in report.told_failed}
     assert set(report.missing) <= told, report
-    if target == "tool":
+    if target == "tool" and (point.startswith("m") or point == "resumed"):
         # A call sent while the Tool Pod dies (the next step, or the approved call right after a resume) is
         # lost with it, in the socket, and is told failed too: never run, never reported as done.
         assert set(told_failed(target, point)) <= set(report.told_failed), report

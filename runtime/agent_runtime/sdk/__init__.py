@@ -1,7 +1,9 @@
 """Agent SDK: `App` (`@app.tool`, `@app.entrypoint`, `app.llm`, `app.call_tool`, `app.suspend`), the
-request context, the errors an intercepted call raises, and the framework-less tool loop."""
+request context, a tool call's `idempotency_key()`, the errors an intercepted call raises, and the
+framework-less tool loop."""
 
 from agent_runtime.sdk.app import DEFAULT_TOOL_TIMEOUT_S, App, ToolSpec
+from agent_runtime.sdk.calls import idempotency_key
 from agent_runtime.sdk.context import RequestContext, current_context
 from agent_runtime.sdk.entrypoint import EntrypointError, load_app, parse_entrypoint
 from agent_runtime.sdk.errors import PlatformFailure, PolicyDeniedException, ToolExecutionError
@@ -41,6 +43,7 @@ __all__ = [
     "ToolSpec",
     "call_tool",
     "current_context",
+    "idempotency_key",
     "load_app",
     "oe_url_from_env",
     "parse_entrypoint",

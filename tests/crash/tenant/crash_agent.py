@@ -17,8 +17,7 @@ from typing import Any
 
 import httpx
 
-from agent_runtime.sdk import App, PolicyDeniedException, ToolExecutionError
-from agent_runtime.sdk.calls import idempotency_key
+from agent_runtime.sdk import App, PolicyDeniedException, ToolExecutionError, idempotency_key
 
 app = App("crash-agent")
 

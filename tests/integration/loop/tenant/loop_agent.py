@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_runtime.llm import ChatCompletionsModel
-from agent_runtime.sdk import App, RequestContext, tool_loop
+from agent_runtime.sdk import App, RequestContext, idempotency_key, tool_loop
 
 app = App("loop-agent")
 
@@ -87,6 +87,18 @@ def send_notification(text: str) -> dict[str, Any]:
     with ledger.open("a", encoding="utf-8") as out:
         out.write(f"notify {text}\n")
     return {"sent": text}
+
+
+@app.tool
+def key_of_call() -> dict[str, str]:
+    """The idempotency key of this call, as a provider would receive it."""
+    return {"key": idempotency_key()}
+
+
+@app.tool(is_local=True)
+def local_key_of_call() -> dict[str, str]:
+    """The same, from a local tool."""
+    return {"key": idempotency_key()}
 
 
 @app.tool(is_local=True)
