@@ -54,35 +54,49 @@ def _compile(text: str, connector_name: str, budget_bytes: int) -> Compiled:
 class CatalogCompiler:
     """Compiles catalogs in one worker process; `seconds` 0 compiles inline (no worker, no limits)."""
 
-    def __init__(self, *, seconds: float, memory_bytes: int, cache_entries: int = 256) -> None:
+    def __init__(
+        self,
+        *,
+        seconds: float,
+        memory_bytes: int,
+        cache_entries: int = 1024,
+        cache_text_bytes: int = 32 << 20,
+    ) -> None:
         self.seconds = seconds
         self.memory_bytes = memory_bytes
+        # Bounded by count and by the size of the documents behind the entries (a compiled catalog is
+        # smaller than its document), least recently used first out.
         self.cache_entries = cache_entries
-        self._cache: OrderedDict[CatalogKey, Compiled] = OrderedDict()
+        self.cache_text_bytes = cache_text_bytes
+        self._cache: OrderedDict[CatalogKey, tuple[Compiled, int]] = OrderedDict()
+        self._cached_bytes = 0
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._lock = asyncio.Lock()  # one compile at a time: the worker is one process
         self._broken = False  # the worker could not start: compile inline
         self.compiles = 0
 
-    def cached(self, connector_name: str, text: str) -> Compiled | None:
-        key = catalog_key(connector_name, text)
+    def _cached(self, key: CatalogKey) -> Compiled | None:
         found = self._cache.get(key)
-        if found is not None:
-            self._cache.move_to_end(key)
-        return found
+        if found is None:
+            return None
+        self._cache.move_to_end(key)
+        return found[0]
 
     async def compile(self, text: str, *, connector_name: str) -> Compiled:
         key = catalog_key(connector_name, text)
-        if (found := self.cached(connector_name, text)) is not None:
+        if (found := self._cached(key)) is not None:
             return found
         async with self._lock:
-            if (found := self._cache.get(key)) is not None:
+            if (found := self._cached(key)) is not None:
                 return found
             result = await self._run(text, connector_name)
             self.compiles += 1
-        self._cache[key] = result
-        while len(self._cache) > self.cache_entries:
-            self._cache.popitem(last=False)
+        self._cache[key] = (result, len(text))
+        self._cached_bytes += len(text)
+        while len(self._cache) > 1 and (
+            len(self._cache) > self.cache_entries or self._cached_bytes > self.cache_text_bytes
+        ):
+            self._cached_bytes -= self._cache.popitem(last=False)[1][1]
         return result
 
     async def _run(self, text: str, connector_name: str) -> Compiled:

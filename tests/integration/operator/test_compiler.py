@@ -81,3 +81,17 @@ def test_a_compile_over_its_memory_is_refused_and_the_operator_is_untouched() ->
             compiler.close()
 
     asyncio.run(run())
+
+
+def test_the_cache_is_bounded_by_the_documents_size() -> None:
+    async def run() -> None:
+        one, two = big_document(20), big_document(21)
+        compiler = CatalogCompiler(seconds=0, memory_bytes=0, cache_text_bytes=len(one) + len(two) - 1)
+        await compiler.compile(one, connector_name="big")
+        await compiler.compile(two, connector_name="big")  # over the bound: the older entry goes
+        await compiler.compile(two, connector_name="big")
+        assert compiler.compiles == 2
+        await compiler.compile(one, connector_name="big")
+        assert compiler.compiles == 3
+
+    asyncio.run(run())
