@@ -60,9 +60,15 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-def _as(user: str, argv: list[str]) -> list[str]:
-    """Run as `user` when we are root (PostgreSQL refuses to run as root)."""
-    return ["runuser", "-u", user, "--", *argv] if _is_root() else argv
+def _as(user: str) -> dict[str, Any]:
+    """Popen arguments that run the child as `user` when we are root (PostgreSQL refuses to run as root).
+
+    The privileges are dropped in the child itself rather than through runuser, so the process we signal
+    is the server: a runuser in between does not pass SIGINT on, which left servers running."""
+    if not _is_root():
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": [], "env": {"PATH": "/usr/bin:/bin"}}
 
 
 def _stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
@@ -130,52 +136,50 @@ def _postgres_server() -> Iterator[SqlServer]:
     proc: subprocess.Popen[bytes] | None = None
     try:
         subprocess.run(
-            _as(
-                owner,
-                [
-                    str(bindir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "postgres",
-                    "--auth=scram-sha-256",
-                    f"--pwfile={pwfile}",
-                    "-E",
-                    "UTF8",
-                    "--no-sync",
-                ],
-            ),
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
             check=True,
             capture_output=True,
+            cwd=root,
+            **_as(owner),
         )
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                _as(
-                    owner,
-                    [
-                        str(bindir / "postgres"),
-                        "-D",
-                        str(data),
-                        "-k",
-                        str(root),
-                        "-h",
-                        HOST,
-                        "-p",
-                        str(port),
-                        "-c",
-                        "fsync=off",
-                        "-c",
-                        "full_page_writes=off",
-                        "-c",
-                        "synchronous_commit=off",
-                        "-c",
-                        "shared_buffers=32MB",
-                        "-c",
-                        "max_connections=60",
-                    ],
-                ),
+                [
+                    str(bindir / "postgres"),
+                    "-D",
+                    str(data),
+                    "-k",
+                    str(root),
+                    "-h",
+                    HOST,
+                    "-p",
+                    str(port),
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "full_page_writes=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "shared_buffers=32MB",
+                    "-c",
+                    "max_connections=60",
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                cwd=root,
+                **_as(owner),
             )
         try:
             wait_for_port(HOST, port, timeout=30, proc=proc)
