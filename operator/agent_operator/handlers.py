@@ -181,6 +181,9 @@ async def _referenced_changed(change: Change) -> None:
     except (ApiError, httpx.HTTPError) as exc:  # the next change or the resync gets it
         log.warning("could not handle a change", extra={"kind": change.kind, "error": str(exc)[:300]})
         return
+    except Exception:  # a bug: logged, and the watch goes on
+        log.exception("could not handle a change", extra={"kind": change.kind, "object": change.name})
+        return
     if (agents or connectors) and await _paused(op):
         return
     for key in connectors:
