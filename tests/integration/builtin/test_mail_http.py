@@ -213,6 +213,8 @@ class Receiver:
                 return JSONResponse(
                     {"message": f"bad token {request.headers.get('authorization')}"}, status_code=401
                 )
+            if request.url.path.endswith("/hop"):
+                return RedirectResponse("/api/v1/landed", status_code=307)
             if request.url.path.endswith("/moved"):
                 return RedirectResponse("https://elsewhere.example/api/x", status_code=302)
             return JSONResponse(
@@ -353,3 +355,26 @@ def test_http_config_errors_name_the_field() -> None:
     with pytest.raises(ConnectorConfigError) as caught:
         materialize_builtin(name="api", type_name="http", config={"auth": {"type": "bearer"}}, credentials={})
     assert caught.value.field == "config.base_url"
+
+
+def test_test_connection_logs_in_or_says_why_not(filled_imap: MailServer) -> None:
+    async def tested(password: str) -> Any:
+        conn = mail_connector(imap=filled_imap)
+        return await conn.test_connection(env={MAIL_ENV: password})
+
+    assert run(tested(filled_imap.password)).ok
+    refused = run(tested("mail-wrong"))
+    assert not refused.ok and refused.detail.startswith("auth:") and "mail-wrong" not in refused.detail
+
+
+def test_redirects_are_followed_only_on_the_same_origin(receiver: tuple[Receiver, str]) -> None:
+    rx, url = receiver
+    # /api/v1/moved answers 302 to another origin: refused, not followed (the credential stays home).
+    before = len(rx.received)
+    with pytest.raises(BuiltinToolError):
+        execute(http_connector(url), "http.call", {"HTTP_TOKEN": HTTP_TOKEN}, method="GET", path="moved")
+    assert len(rx.received) == before + 1
+    # A redirect within the origin is followed, method and body kept (307).
+    env = {"HTTP_TOKEN": HTTP_TOKEN}
+    hopped = execute(http_connector(url), "http.call", env, method="POST", path="hop", json={"a": 2})
+    assert hopped["json"] == {"method": "POST", "path": "/api/v1/landed", "json": {"a": 2}}
