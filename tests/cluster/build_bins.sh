@@ -10,6 +10,20 @@
 # Everything comes from the Go module proxy and PyPI through `go` and `pip`. k8s.io/kubernetes requires its
 # staging modules at v0.0.0 (its own go.mod replaces them with ./staging/...), so it is built from a small
 # wrapper module that replaces every staging module k8s.io/<m> with the published k8s.io/<m> v0.<minor>.<patch>.
+#
+# With --real-node it also builds what one real node of the cluster tier runs (tests/cluster/realnode.py):
+#
+#   kubelet, kube-proxy                       k8s.io/kubernetes/cmd/...          (K8S_VERSION, same wrapper)
+#   coredns                                   github.com/coredns/coredns         (COREDNS_VERSION), a main of
+#                                             our own with only the plugins the node uses
+#   kube-router                               github.com/cloudnativelabs/kube-router/v2 (KUBE_ROUTER_VERSION),
+#                                             run only as the node's NetworkPolicy controller (iptables, ipset)
+#   pause                                     a 30-line Go program below (the pods' sandbox process)
+#   images/pause.tar                          a docker-archive FROM scratch (images/build.sh scratch)
+#
+# and installs the node's Debian packages (containerd, runc, CNI plugins, socat, iptables, ipset) with
+# apt-get. (SIG Network's kube-network-policies needs the kernel's nftables `queue` expression, which this
+# machine's kernel lacks: CONFIG_NFT_QUEUE is not set. kube-router's controller needs only iptables and ipset.)
 # Prints the bin directory on the last line of stdout.
 set -euo pipefail
 
@@ -17,6 +31,11 @@ K8S_VERSION="${K8S_VERSION:-v1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 KUBECTL_LAYER_VERSION="${KUBECTL_LAYER_VERSION:-2.2.2}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.14.7}"
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
+
+REAL_NODE=0
+[[ "${1:-}" == --real-node ]] && REAL_NODE=1
 
 CACHE_ROOT="${AGENT_ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agent-engine}"
 BIN_DIR="${CLUSTER_BIN_DIR:-$CACHE_ROOT/k8s-$K8S_VERSION/bin}"
@@ -172,10 +191,154 @@ with zipfile.ZipFile(io.BytesIO(layer_bytes)) as layer:
 EOF
 }
 
+# ------------------------------------------------------------------------------------------- real node
+
+# The real node's components share the control plane's build flags, so the Go build cache serves the
+# packages they have in common.
+NODE_GOFLAGS=(-trimpath -tags providerless)
+
+build_node_kubernetes() {
+    have kubelet && have kube-proxy && return 0
+    need_go
+    local dir="$WORK_DIR/kubernetes"
+    [[ -f "$dir/go.mod" ]] || { log "the kubernetes wrapper module is missing; run without --real-node first"; exit 1; }
+    log "building kubelet, kube-proxy $K8S_VERSION"
+    local build_date major=1 minor="${K8S_VERSION#v1.}"
+    build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    minor="${minor%%.*}"
+    local ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+    done
+    (
+        cd "$dir"
+        for cmd in kubelet kube-proxy; do
+            have "$cmd" && continue
+            go get -tool "k8s.io/kubernetes/cmd/$cmd@$K8S_VERSION"
+            log "go build $cmd"
+            go build "${NODE_GOFLAGS[@]}" -o "$BIN_DIR/$cmd.tmp" -ldflags "$ldflags" "k8s.io/kubernetes/cmd/$cmd"
+            mv "$BIN_DIR/$cmd.tmp" "$BIN_DIR/$cmd"
+        done
+    )
+}
+
+# CoreDNS with the plugins the node's Corefile uses (bind, ready, errors, cache, kubernetes), registered the
+# way CoreDNS documents for custom builds: a main that imports them and sets the directive order.
+build_coredns() {
+    have coredns && return 0
+    need_go
+    log "building coredns $COREDNS_VERSION (bind, ready, errors, cache, kubernetes)"
+    local dir="$WORK_DIR/coredns"
+    wrapper_module "$dir" github.com/coredns/coredns "$COREDNS_VERSION" </dev/null
+    cat >"$dir/main.go" <<'GO'
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func init() {
+	dnsserver.Directives = []string{"bind", "ready", "errors", "cache", "kubernetes"}
+}
+
+func main() { coremain.Run() }
+GO
+    (
+        cd "$dir"
+        go mod tidy
+        go build "${NODE_GOFLAGS[@]}" -o "$BIN_DIR/coredns.tmp" \
+            -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" .
+    )
+    mv "$BIN_DIR/coredns.tmp" "$BIN_DIR/coredns"
+}
+
+# kube-router's NetworkPolicy controller (with --run-router=false --run-service-proxy=false): iptables rules and
+# ipsets in the node's network namespace, from its kubeconfig. The whole binary is built; only that part runs.
+build_kube_router() {
+    have kube-router && return 0
+    need_go
+    log "building kube-router $KUBE_ROUTER_VERSION"
+    local dir="$WORK_DIR/kube-router"
+    wrapper_module "$dir" github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION" </dev/null
+    (
+        cd "$dir"
+        go get -tool "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+        go build "${NODE_GOFLAGS[@]}" -o "$BIN_DIR/kube-router.tmp" \
+            -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+            github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+    )
+    mv "$BIN_DIR/kube-router.tmp" "$BIN_DIR/kube-router"
+}
+
+# The sandbox process of every pod: holds the pod's namespaces, reaps children, exits on SIGTERM/SIGINT.
+build_pause() {
+    have pause && return 0
+    need_go
+    log "building pause"
+    local dir="$WORK_DIR/pause"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    printf 'module agentengine.invalid/pause\n\ngo 1.25.0\n' >"$dir/go.mod"
+    cat >"$dir/main.go" <<'GO'
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	signals := make(chan os.Signal, 16)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	for s := range signals {
+		if s != syscall.SIGCHLD {
+			os.Exit(0)
+		}
+		for {
+			var status syscall.WaitStatus
+			if pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
+}
+GO
+    (cd "$dir" && go build -trimpath -o "$BIN_DIR/pause.tmp" -ldflags "-s -w" .)
+    mv "$BIN_DIR/pause.tmp" "$BIN_DIR/pause"
+}
+
+# scratch_image NAME BINARY ENTRYPOINT-JSON TAG: BIN_DIR/images/NAME.tar holding agent-engine/node-NAME:TAG.
+scratch_image() {
+    local name="$1" binary="$2" entrypoint="$3" tag="$4"
+    [[ -s "$BIN_DIR/images/$name.tar" ]] && return 0
+    log "image agent-engine/node-$name:$tag"
+    mkdir -p "$BIN_DIR/images"
+    bash "$REPO_ROOT/images/build.sh" scratch "agent-engine/node-$name:$tag" "$BIN_DIR/images/$name.tar" \
+        "$BIN_DIR/$binary" "$entrypoint" >&2
+}
+
 build_etcd
 build_kwok
 write_kwok_stages
 fetch_kubectl_helm
 build_kubernetes
+if ((REAL_NODE)); then
+    REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+    bash "$REPO_ROOT/images/debian-packages.sh" containerd runc containernetworking-plugins socat iptables ipset
+    build_node_kubernetes
+    build_pause
+    build_coredns
+    build_kube_router
+    scratch_image pause pause '["/pause"]' "$K8S_VERSION"
+fi
 ((BUILT)) && log "binaries ready in $BIN_DIR"
 echo "$BIN_DIR"

@@ -25,6 +25,11 @@ a test a fresh namespace whose `default` ServiceAccount already exists.
 By hand: `make cluster-up` prints the kubeconfig path; `make cluster-down` stops it and removes everything.
 Every component listens on 127.0.0.1 only, on free ports, so several control planes can run at once.
 
+`ControlPlane(real_node=True)` (`make cluster-up REAL_NODE=1`) also runs one real node beside the fake ones
+(tests/cluster/realnode.py: containerd, kubelet, kube-proxy, CoreDNS in namespaces of their own), tainted so
+that only pods asking for it land there; its Service range is then 10.96.0.0/16, inside the node's network
+namespace, since a pod's loopback is its own. `cluster.node` is that RealNode.
+
 Nothing outlives the harness: each component runs in its own process group with a parent-death signal
 (so even a SIGKILLed harness takes them along), stop() kills the groups and removes the temp directory,
 and atexit plus SIGTERM/SIGHUP handlers call stop(). A temp directory left by a SIGKILLed harness is
@@ -63,6 +68,8 @@ from tests.cluster.processes import Child, pid_alive, start_child, stop_all, wai
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
+
+    from tests.cluster.realnode import RealNode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = Path(__file__).with_name("build_bins.sh")
@@ -103,10 +110,10 @@ def pinned_versions(script: str | None = None) -> dict[str, str]:
     return dict(re.findall(r'^(\w+_VERSION)="\$\{\w+:-([^}]+)\}"$', text, flags=re.MULTILINE))
 
 
-def ensure_binaries(*, echo: bool = False) -> Path:
+def ensure_binaries(*, echo: bool = False, real_node: bool = False) -> Path:
     """Run the build script (a no-op when everything is cached) and return the bin directory."""
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), *(["--real-node"] if real_node else [])],
         env={"PYTHON": sys.executable, **os.environ},
         stdout=subprocess.PIPE,
         stderr=None if echo else subprocess.PIPE,
@@ -201,7 +208,15 @@ def etcd_args(*, bin_dir: Path, data_dir: Path, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_args(*, bin_dir: Path, pki_dir: Path, ports: Ports) -> list[str]:
+def apiserver_args(
+    *,
+    bin_dir: Path,
+    pki_dir: Path,
+    ports: Ports,
+    service_cidr: str = SERVICE_CIDR,
+    authorization_mode: str = "RBAC",
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     return [
         str(bin_dir / "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
@@ -215,8 +230,8 @@ def apiserver_args(*, bin_dir: Path, pki_dir: Path, ports: Ports) -> list[str]:
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={pki_dir / 'sa.pub'}",
         f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--authorization-mode=RBAC",
+        f"--service-cluster-ip-range={service_cidr}",
+        f"--authorization-mode={authorization_mode}",
         # The aggregation layer's front proxy, set up as kubeadm does, so extension API servers would work.
         f"--requestheader-client-ca-file={pki_dir / 'front-proxy-ca.crt'}",
         "--requestheader-allowed-names=front-proxy-client",
@@ -232,6 +247,7 @@ def apiserver_args(*, bin_dir: Path, pki_dir: Path, ports: Ports) -> list[str]:
         f"--encryption-provider-config={pki_dir / ENCRYPTION_CONFIG}",
         "--profiling=false",
         "--v=1",
+        *extra,
     ]
 
 
@@ -254,7 +270,9 @@ def _component_args(*, name: str, bin_dir: Path, work_dir: Path, port: int) -> l
     ]
 
 
-def controller_manager_args(*, bin_dir: Path, work_dir: Path, pki_dir: Path, ports: Ports) -> list[str]:
+def controller_manager_args(
+    *, bin_dir: Path, work_dir: Path, pki_dir: Path, ports: Ports, service_cidr: str = SERVICE_CIDR
+) -> list[str]:
     return [
         *_component_args(
             name="kube-controller-manager", bin_dir=bin_dir, work_dir=work_dir, port=ports.controller_manager
@@ -264,7 +282,7 @@ def controller_manager_args(*, bin_dir: Path, work_dir: Path, pki_dir: Path, por
         f"--cluster-signing-cert-file={pki_dir / 'ca.crt'}",
         f"--cluster-signing-key-file={pki_dir / 'ca.key'}",
         "--use-service-account-credentials=true",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--service-cluster-ip-range={service_cidr}",
     ]
 
 
@@ -272,12 +290,18 @@ def scheduler_args(*, bin_dir: Path, work_dir: Path, ports: Ports) -> list[str]:
     return _component_args(name="kube-scheduler", bin_dir=bin_dir, work_dir=work_dir, port=ports.scheduler)
 
 
-def kwok_args(*, bin_dir: Path, work_dir: Path) -> list[str]:
+def kwok_args(*, bin_dir: Path, work_dir: Path, all_nodes: bool = True) -> list[str]:
+    # Beside a real node, KWOK must leave it alone: only nodes annotated as its own fakes.
+    manage = (
+        "--manage-all-nodes=true"
+        if all_nodes
+        else "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"
+    )
     return [
         str(bin_dir / "kwok"),
         f"--kubeconfig={work_dir / 'kwok.kubeconfig'}",
         f"--config={bin_dir / KWOK_STAGES}",
-        "--manage-all-nodes=true",
+        manage,
         f"--node-ip={NODE_IP}",
         f"--cidr={POD_CIDR}",
         "--node-lease-duration-seconds=40",
@@ -298,9 +322,9 @@ def node_manifest(name: str) -> dict[str, Any]:
     }
 
 
-def apiserver_hosts() -> tuple[str, ...]:
+def apiserver_hosts(service_cidr: str = SERVICE_CIDR) -> tuple[str, ...]:
     """Names the API server's certificate is valid for, in-cluster names included."""
-    first_service_ip = SERVICE_CIDR.split("/")[0].rsplit(".", 1)[0] + ".1"
+    first_service_ip = service_cidr.split("/")[0].rsplit(".", 1)[0] + ".1"
     return (
         "127.0.0.1",
         "localhost",
@@ -392,6 +416,11 @@ class ControlPlane:
 
     bin_dir: Path
     nodes: int = 1
+    # One real node (tests/cluster/realnode.py) beside the fake ones; with network_policies it enforces them.
+    real_node: bool = False
+    network_policies: bool = False
+    node: RealNode | None = field(init=False, default=None)
+    apiserver_port: int = field(init=False, default=0)
     work_dir: Path = field(init=False)
     kubeconfig: Path = field(init=False)
     server: str = field(init=False)
@@ -407,7 +436,9 @@ class ControlPlane:
 
     # -- lifecycle
 
-    def start(self, *, timeout: float = 120.0) -> ControlPlane:
+    def start(self, *, timeout: float | None = None) -> ControlPlane:
+        # A real node adds its containerd, kubelet and node images to the start.
+        timeout = timeout or (300.0 if self.real_node else 120.0)
         began = self._began = time.monotonic()
         _install_handlers()
         sweep_stale_dirs()
@@ -432,19 +463,57 @@ class ControlPlane:
         self.startup_seconds = time.monotonic() - began
         return self
 
+    @property
+    def service_cidr(self) -> str:
+        if self.real_node:
+            from tests.cluster.realnode import SERVICE_CIDR as NODE_SERVICE_CIDR
+
+            return NODE_SERVICE_CIDR
+        return SERVICE_CIDR
+
+    @property
+    def ca(self) -> pki.KeyPair:
+        """The cluster CA (it signs every serving and client certificate of this control plane)."""
+        assert self._ca is not None, "start() first"
+        return self._ca
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return pinned_versions()
+
     def _start(self, *, deadline: float) -> None:
         ports = Ports(*free_ports(5))
+        self.apiserver_port = ports.apiserver
         self.server = f"https://127.0.0.1:{ports.apiserver}"
         pki_dir = self.work_dir / "pki"
         logs = self.work_dir / "logs"
         for d in (pki_dir, logs, self.work_dir / "etcd"):
             d.mkdir(mode=0o700)
         self._write_credentials(pki_dir)
+        extra: tuple[str, ...] = ()
+        if self.real_node:
+            from tests.cluster.realnode import RealNode
+
+            self.node = RealNode(self, network_policies=self.network_policies)
+            extra = tuple(self.node.prepare(pki_dir))
 
         self._spawn("etcd", etcd_args(bin_dir=self.bin_dir, data_dir=self.work_dir / "etcd", ports=ports))
-        self._spawn("kube-apiserver", apiserver_args(bin_dir=self.bin_dir, pki_dir=pki_dir, ports=ports))
+        self._spawn(
+            "kube-apiserver",
+            apiserver_args(
+                bin_dir=self.bin_dir,
+                pki_dir=pki_dir,
+                ports=ports,
+                service_cidr=self.service_cidr,
+                # Kubelets are authorized as nodes (their own node, pods, secrets) beside a real node.
+                authorization_mode="Node,RBAC" if self.real_node else "RBAC",
+                extra=extra,
+            ),
+        )
         # KWOK retries until the API server answers: starting it now overlaps its start-up with the server's.
-        self._spawn("kwok", kwok_args(bin_dir=self.bin_dir, work_dir=self.work_dir))
+        self._spawn(
+            "kwok", kwok_args(bin_dir=self.bin_dir, work_dir=self.work_dir, all_nodes=not self.real_node)
+        )
 
         with self._http() as http:
             self._wait("kube-apiserver /readyz", deadline, lambda: http.get("/readyz").status_code == 200)
@@ -452,7 +521,11 @@ class ControlPlane:
             self._spawn(
                 "kube-controller-manager",
                 controller_manager_args(
-                    bin_dir=self.bin_dir, work_dir=self.work_dir, pki_dir=pki_dir, ports=ports
+                    bin_dir=self.bin_dir,
+                    work_dir=self.work_dir,
+                    pki_dir=pki_dir,
+                    ports=ports,
+                    service_cidr=self.service_cidr,
                 ),
             )
             self._spawn(
@@ -474,6 +547,9 @@ class ControlPlane:
             ("kube-scheduler", ports.scheduler),
         ):
             self._wait(f"{name} /healthz", deadline, lambda port=port: _healthz_ok(port))
+        if self.node is not None:
+            self.node.start(timeout=max(30.0, deadline - time.monotonic()))
+            self.phase_seconds["real node Ready"] = time.monotonic() - self._began
 
     def stop(self) -> None:
         """Kill every component's process group and remove the temp directory. Idempotent."""
@@ -484,6 +560,8 @@ class ControlPlane:
         _LIVE.discard(self)
 
     def _teardown(self) -> None:
+        if self.node is not None:
+            self.node.stop()  # its kubelet and pods first, while the API server still answers
         # Clients first, then the API server, then its store: a server whose etcd vanished under it hangs
         # for seconds; in this order the whole stop takes about one.
         clients = [c for c in self.children if c.name not in ("kube-apiserver", "etcd")]
@@ -582,7 +660,9 @@ class ControlPlane:
         self._ca = ca
         pki.write_pair(ca, pki_dir, "ca")
         pki.write_pair(
-            pki.issue(ca, common_name="kube-apiserver", hosts=apiserver_hosts(), server=True),
+            pki.issue(
+                ca, common_name="kube-apiserver", hosts=apiserver_hosts(self.service_cidr), server=True
+            ),
             pki_dir,
             "apiserver",
         )
@@ -681,10 +761,20 @@ def _serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
-    plane = ControlPlane(bin_dir=Path(args.bin_dir), nodes=args.nodes)
+    plane = ControlPlane(
+        bin_dir=Path(args.bin_dir),
+        nodes=args.nodes,
+        real_node=args.real_node,
+        network_policies=args.network_policies,
+    )
     state = Path(args.state_file)
     try:
         plane.start()
+        loaded = {}
+        if plane.node is not None and args.images:
+            from tests.cluster.realnode import project_image_archives
+
+            loaded = plane.node.load_images(project_image_archives(Path(args.images)).values())
         state.write_text(
             json.dumps(
                 {
@@ -695,6 +785,13 @@ def _serve(args: argparse.Namespace) -> int:
                     "bin_dir": str(plane.bin_dir),
                     "startup_seconds": round(plane.startup_seconds, 2),
                     "pids": {child.name: child.pid for child in plane.children},
+                    "real_node": plane.node.name if plane.node is not None else None,
+                    "node_pids": {c.name: c.pid for c in plane.node.children}
+                    if plane.node is not None
+                    else {},
+                    "node_cgroup": plane.node.cgroup_root if plane.node is not None else None,
+                    "node_phase_seconds": plane.node.phase_seconds if plane.node is not None else {},
+                    "images_loaded": loaded,
                 }
             )
         )
@@ -721,7 +818,7 @@ def _up(args: argparse.Namespace) -> int:
     if state := _read_state():
         print(f"already running: {state['server']}\nexport KUBECONFIG={state['kubeconfig']}")
         return 0
-    bin_dir = ensure_binaries(echo=True)
+    bin_dir = ensure_binaries(echo=True, real_node=args.real_node)
     state_file = _state_file()
     state_file.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
@@ -738,6 +835,9 @@ def _up(args: argparse.Namespace) -> int:
                 f"--nodes={args.nodes}",
                 f"--bin-dir={bin_dir}",
                 f"--state-file={state_file}",
+                *(["--real-node"] if args.real_node else []),
+                *(["--network-policies"] if args.network_policies else []),
+                *([f"--images={args.images}"] if args.images else []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -745,7 +845,7 @@ def _up(args: argparse.Namespace) -> int:
             start_new_session=True,
             cwd=REPO_ROOT,
         )
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + (600 if args.real_node else 180)
     try:
         while not state_file.exists():
             if serve.poll() is not None or time.monotonic() > deadline:
@@ -763,6 +863,15 @@ def _up(args: argparse.Namespace) -> int:
     state = json.loads(state_file.read_text())
     print(f"control plane up in {state['startup_seconds']}s: {state['server']}")
     print(f"kubectl and helm: {state['bin_dir']}")
+    if state.get("real_node"):
+        from tests.cluster.realnode import placement_annotations
+
+        print(
+            f"real node {state['real_node']} (images loaded: {', '.join(state['images_loaded']) or 'none'});"
+        )
+        print("  pods land on it from a namespace annotated with:")
+        for key, value in placement_annotations().items():
+            print(f"    {key}: '{value}'")
     print(f"export KUBECONFIG={state['kubeconfig']}")
     return 0
 
@@ -784,6 +893,10 @@ def _down(_: argparse.Namespace) -> int:
                 os.killpg(pid, signal.SIGKILL)
             wait_gone([pid], timeout=5)
     shutil.rmtree(state["work_dir"], ignore_errors=True)
+    if state.get("node_cgroup"):
+        from tests.cluster.realnode import remove_cgroup_tree
+
+        remove_cgroup_tree(state["node_cgroup"])
     with contextlib.suppress(FileNotFoundError):
         state_file.unlink()
     print(f"control plane stopped; removed {state['work_dir']}")
@@ -797,11 +910,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a control plane in the background and print its kubeconfig")
     up.add_argument("--nodes", type=int, default=1)
+    up.add_argument("--real-node", action="store_true", help="also one real node (root; make node-bins)")
+    up.add_argument("--network-policies", action="store_true", help="the real node enforces NetworkPolicies")
+    up.add_argument(
+        "--images", default="", help="load the images of this images.tsv directory on the real node"
+    )
     sub.add_parser("down", help="stop the control plane started by `up`")
     serve = sub.add_parser("serve", help="(internal) run a control plane in the foreground until signalled")
     serve.add_argument("--nodes", type=int, default=1)
     serve.add_argument("--bin-dir", required=True)
     serve.add_argument("--state-file", required=True)
+    serve.add_argument("--real-node", action="store_true")
+    serve.add_argument("--network-policies", action="store_true")
+    serve.add_argument("--images", default="")
     sub.add_parser("versions", help="print each binary's own version")
     args = parser.parse_args(argv)
     if args.command == "versions":

@@ -28,7 +28,11 @@ from tests.cluster.kubeconfig import kubeconfig_document, write_kubeconfig
 
 def test_pins_are_read_from_the_build_script() -> None:
     pins = pinned_versions()
-    assert set(pins) == {"K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUBECTL_LAYER_VERSION"}
+    assert set(pins) >= {"K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUBECTL_LAYER_VERSION"}
+    assert set(pins) - {"K8S_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUBECTL_LAYER_VERSION"} == {
+        "COREDNS_VERSION",
+        "KUBE_ROUTER_VERSION",
+    }  # the real node's (build_bins.sh --real-node)
     assert re.fullmatch(r"v1\.3\d\.\d+", pins["K8S_VERSION"])
     assert re.fullmatch(r"v3\.6\.\d+", pins["ETCD_VERSION"])
     assert pinned_versions('K8S_VERSION="${K8S_VERSION:-v1.2.3}"\n') == {"K8S_VERSION": "v1.2.3"}
