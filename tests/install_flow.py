@@ -1,20 +1,27 @@
-"""The platform team's journey, as steps shared by the cluster tier and the kind e2e suite.
+"""The platform team's journey, as steps shared by the real-node tier (tests/cluster) and kind (tests/e2e).
 
-Each step drives the real `helm` and `kubectl` binaries against whatever cluster `Kube.env` points at:
-the test control plane (tests/cluster) or a kind cluster (tests/e2e). Both tiers assert through these
-functions, so the same checks run in both places.
+Each step drives the real `helm` and `kubectl` binaries against whatever cluster `Kube.env` points at: the
+test control plane (tests/cluster, KWOK fake nodes and one real node) or a kind cluster (tests/e2e). Both
+tiers assert through these functions; `run_journey()` is the whole journey in order, and a `Platform` says
+the few things that differ between the tiers (how images reach the nodes, how a namespace's pods find the
+real node, what the node itself can tell about a running container).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import re
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from agent_operator.render import component_name, token_secret_name
 
@@ -24,6 +31,30 @@ EXAMPLES = REPO_ROOT / "examples" / "kubernetes"
 EXAMPLE_AGENT = "echo-agent"
 RELEASE = "agent-engine"
 OUR_KINDS = ("agents.agentengine.io", "connectors.agentengine.io")
+OPERATOR_DEPLOYMENT = "agent-engine-operator"
+OE_DEPLOYMENT = "agent-engine-oe"
+
+
+def project_version() -> str:
+    """The one project version (pyproject.toml): the chart's appVersion and every image's tag."""
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    match = re.search(r'^version = "([^"]+)"$', text, flags=re.MULTILINE)
+    assert match, "pyproject.toml has no version"
+    return match.group(1)
+
+
+VERSION = project_version()
+# The images a user builds (docker build, or images/build.sh without Docker), by repository:
+# (Dockerfile, build context), both relative to the repository root.
+PROJECT_IMAGES: dict[str, tuple[str, str]] = {
+    "agent-engine/runtime": ("images/runtime/Dockerfile", "."),
+    "agent-engine/operator": ("images/operator/Dockerfile", "."),
+    "example/echo-agent": ("examples/echo-agent/Dockerfile", "examples/echo-agent"),
+}
+
+
+def project_image_refs() -> list[str]:
+    return [f"{repository}:{VERSION}" for repository in PROJECT_IMAGES]
 
 
 class StepFailed(AssertionError):
@@ -37,28 +68,40 @@ class Kube:
     bin_dir: Path
     env: Mapping[str, str]
 
-    def run(self, tool: str, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    def run(
+        self, tool: str, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 300
+    ) -> str:
         proc = subprocess.run(
             [str(self.bin_dir / tool), *args],
             input=stdin,
             env=dict(self.env),
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout,
             check=False,
         )
         if check and proc.returncode != 0:
             raise StepFailed(f"{tool} {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}")
         return proc.stdout
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        return self.run("kubectl", *args, stdin=stdin, check=check)
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 300) -> str:
+        return self.run("kubectl", *args, stdin=stdin, check=check, timeout=timeout)
 
     def helm(self, *args: str, check: bool = True) -> str:
         return self.run("helm", *args, check=check)
 
     def get_json(self, *args: str) -> dict[str, Any]:
         return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+
+# Errors a poll keeps trying through: a command that failed, a reply not there yet, a port not listening yet.
+RETRYABLE: tuple[type[BaseException], ...] = (
+    StepFailed,
+    subprocess.TimeoutExpired,
+    KeyError,
+    ValueError,
+    httpx.TransportError,
+)
 
 
 def eventually(what: str, check: Callable[[], Any], *, timeout: float = 120.0, interval: float = 1.0) -> Any:
@@ -68,14 +111,14 @@ def eventually(what: str, check: Callable[[], Any], *, timeout: float = 120.0, i
     while time.monotonic() < deadline:
         try:
             result = check()
-        except (StepFailed, subprocess.TimeoutExpired, KeyError, ValueError) as error:
+        except RETRYABLE as error:
             last = error
         else:
             if result:
                 return result
             last = result
         time.sleep(interval)
-    raise StepFailed(f"timed out after {timeout:.0f}s waiting for {what}; last: {last}")
+    raise StepFailed(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def helm_values_args(values: Mapping[str, str]) -> list[str]:
@@ -138,7 +181,7 @@ def tool_service(agent: str = EXAMPLE_AGENT) -> str:
 def owned_objects(kube: Kube, *, namespace: str, agent: str = EXAMPLE_AGENT) -> list[str]:
     """Everything in the namespace labelled as belonging to `agent` (what deleting it must remove)."""
     out = kube.kubectl(
-        "get", "configmaps,secrets,serviceaccounts,services,deployments,networkpolicies",
+        "get", "configmaps,secrets,serviceaccounts,services,deployments,networkpolicies,pods",
         "--namespace", namespace, "-l", f"app.kubernetes.io/instance={agent}", "-o", "name",
     )  # fmt: skip
     return out.split()
@@ -155,3 +198,322 @@ def release_leftovers(kube: Kube, *, namespace: str) -> list[str]:
         "get", "clusterroles,clusterrolebindings,clusterkopfpeerings", "-l", selector, "-o", "name"
     )
     return namespaced.split() + cluster.split()
+
+
+# ------------------------------------------------------------------------------------------- pods, ports
+
+
+def create_namespace(kube: Kube, name: str, *, annotations: Mapping[str, str] | None = None) -> None:
+    """Create a namespace (before `helm install`, so its annotations are there before any pod)."""
+    kube.kubectl("create", "namespace", name)
+    if annotations:
+        kube.kubectl("annotate", "namespace", name, *(f"{k}={v}" for k, v in annotations.items()))
+
+
+def rollout(kube: Kube, *, namespace: str, deployment: str, timeout: int = 240) -> None:
+    kube.kubectl(
+        "rollout", "status", "--namespace", namespace, f"deployment/{deployment}", f"--timeout={timeout}s",
+        timeout=timeout + 30,
+    )  # fmt: skip
+
+
+def pods(kube: Kube, *, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+    args = ["pods", "--namespace", namespace, *(["-l", selector] if selector else [])]
+    return [p for p in kube.get_json(*args)["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def running_pod(kube: Kube, *, namespace: str, selector: str) -> dict[str, Any]:
+    """The one Ready pod `selector` names (waits for it)."""
+
+    def ready() -> dict[str, Any] | None:
+        for pod in pods(kube, namespace=namespace, selector=selector):
+            statuses = pod.get("status", {}).get("containerStatuses", [])
+            if statuses and all(s.get("ready") for s in statuses):
+                return pod
+        return None
+
+    return eventually(f"a Ready pod {namespace}/{selector}", ready, timeout=180)
+
+
+def component_selector(agent: str, component: str) -> str:
+    return f"app.kubernetes.io/instance={agent},app.kubernetes.io/component={component}"
+
+
+@contextlib.contextmanager
+def port_forward(
+    kube: Kube, *, namespace: str, service: str, remote: int, timeout: float = 60.0
+) -> Iterator[str]:
+    """`kubectl port-forward svc/...` on a free loopback port; yields its base URL once /healthz answers.
+
+    The first polls run before kubectl listens: refused connections are retried, and the port-forward is
+    stopped whatever happens.
+    """
+    from tests.conftest import free_port
+
+    local = free_port()
+    proc = subprocess.Popen(
+        [str(kube.bin_dir / "kubectl"), "port-forward", "--namespace", namespace, f"svc/{service}",
+         f"{local}:{remote}", "--address", "127.0.0.1"],
+        env=dict(kube.env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{local}"
+    try:
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"kubectl port-forward exited {proc.returncode}: {proc.stderr.read()!r}")
+            return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+
+        eventually(
+            f"port-forward to {namespace}/svc/{service}:{remote}", healthy, timeout=timeout, interval=0.3
+        )
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def call_tool_through_service(kube: Kube, *, namespace: str, agent: str = EXAMPLE_AGENT, word: str) -> dict:
+    """A real tool call through the Tool Pod's Service: refused without the runtime token, run with it."""
+    token = runtime_token(kube, namespace=namespace, agent=agent)
+    with port_forward(kube, namespace=namespace, service=tool_service(agent), remote=8002) as base:
+        refused = httpx.post(f"{base}/execute", json={"tool": "echo_getEcho", "arguments": {}}, timeout=30)
+        assert refused.status_code == 401, refused.text
+        answer = httpx.post(
+            f"{base}/execute",
+            headers={"Authorization": f"Bearer {token}"},
+            json={
+                "tool": "echo_getEcho",
+                "arguments": {"word": word, "times": 2},
+                "execution_id": f"journey-{word}",
+                "step": 1,
+            },
+            timeout=30,
+        ).json()
+    assert answer["status"] == "success", answer
+    assert answer["result"]["body"]["word"] == word, answer
+    return answer
+
+
+# A TCP connect from inside a pod, with the pod's own python: "connected", or the error and exit 1.
+_CONNECT = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3])).close()\n"
+    "except OSError as error:\n"
+    "    print(type(error).__name__, error)\n"
+    "    sys.exit(1)\n"
+    "print('connected')\n"
+)
+
+
+def connects(kube: Kube, *, namespace: str, pod: str, host: str, port: int, timeout: float = 3.0) -> bool:
+    """Whether `pod` (its first container) opens a TCP connection to host:port."""
+    out = kube.kubectl(
+        "exec", "--namespace", namespace, pod, "--", "python", "-c", _CONNECT, host, str(port), str(timeout),
+        check=False, timeout=timeout + 60,
+    )  # fmt: skip
+    return out.strip().endswith("connected")
+
+
+# ---------------------------------------------------------------------------------------------- journey
+
+
+# Two more Agents from the example's image, with Memory, for the trust table's checks (a Tool Pod must not
+# reach another Agent's Memory) and with resource limits the node's cgroups must show.
+def policy_agent(name: str) -> dict[str, Any]:
+    limits = {"aer": {"cpu": "500m", "memory": "256Mi"}, "tool": {"memory": "320Mi"}}
+    return {
+        "apiVersion": "agentengine.io/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name},
+        "spec": {
+            "image": f"example/echo-agent:{VERSION}",
+            "entrypoint": "echo_agent.agent:app",
+            "connectors": ["echo"],
+            "components": {
+                "aer": {"resources": {"limits": limits["aer"]}},
+                "tool": {
+                    "resources": {"limits": limits["tool"]},
+                    "secretEnv": [
+                        {
+                            "name": "ECHO_SIGNING_KEY",
+                            "secretKeyRef": {"name": "echo-credentials", "key": "signing-key"},
+                        }
+                    ],
+                },
+                "memory": {"enabled": True, "resources": {"limits": {"memory": "768Mi"}}},
+            },
+        },
+    }
+
+
+POLICY_AGENTS = ("mem-a", "mem-b")
+
+
+@dataclass
+class Platform:
+    """What differs between the tiers that run the journey."""
+
+    name: str
+    kube: Kube
+    # Put the project's images (references) where the cluster's nodes run them.
+    load_images: Callable[[Sequence[str]], None]
+    # Annotations for the journey's namespaces (the real node: the selector and toleration for it).
+    namespace_annotations: Mapping[str, str] = field(default_factory=dict)
+    # Checks only the node itself can make of a running pod (user, root filesystem, cgroup limits).
+    pod_checks: Callable[[dict[str, Any]], None] | None = None
+    # Starts NetworkPolicy enforcement; None when the cluster enforces from the start.
+    enable_network_policies: Callable[[], None] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        yield
+        self.timings[name] = round(time.monotonic() - began, 1)
+
+
+def check_operator_identity(kube: Kube, *, namespace: str) -> dict[str, Any]:
+    """The operator runs as a pod with the chart's ServiceAccount and was never refused by the API."""
+    deployment = kube.get_json("deployment", OPERATOR_DEPLOYMENT, "--namespace", namespace)
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    pod = running_pod(
+        kube,
+        namespace=namespace,
+        selector="app.kubernetes.io/name=agent-engine,app.kubernetes.io/component=operator",
+    )
+    assert pod["spec"]["serviceAccountName"] == account, (account, pod["spec"]["serviceAccountName"])
+    labels = kube.get_json("serviceaccount", account, "--namespace", namespace)["metadata"]["labels"]
+    assert labels.get("app.kubernetes.io/instance") == RELEASE, labels  # the chart's own account
+    assert labels.get("app.kubernetes.io/managed-by") == "Helm", labels
+    logs = kube.kubectl("logs", "--namespace", namespace, pod["metadata"]["name"])
+    assert "forbidden" not in logs.lower(), logs[-3000:]
+    return pod
+
+
+def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[str, bool]:
+    """The trust table, enforced: an AER cannot reach a Tool Pod, a Tool Pod cannot reach another Agent's
+    Memory; the paths the table allows still connect (the OE to a Tool Pod, a Tool Pod to its own Memory)."""
+    aer = running_pod(kube, namespace=app_ns, selector=component_selector(EXAMPLE_AGENT, "aer"))
+    tool = running_pod(kube, namespace=app_ns, selector=component_selector(EXAMPLE_AGENT, "tool"))
+    oe = running_pod(kube, namespace=system_ns, selector="app.kubernetes.io/component=oe")
+    tool_a = running_pod(kube, namespace=app_ns, selector=component_selector("mem-a", "tool"))
+    tool_b = running_pod(kube, namespace=app_ns, selector=component_selector("mem-b", "tool"))
+    svc = f"{tool_service()}.{app_ns}.svc.cluster.local"
+    memory_a = f"{component_name('mem-a', 'memory')}.{app_ns}.svc.cluster.local"
+    memory_b = f"{component_name('mem-b', 'memory')}.{app_ns}.svc.cluster.local"
+    seen = {
+        "AER -> Tool Pod (Service)": connects(
+            kube, namespace=app_ns, pod=aer["metadata"]["name"], host=svc, port=8002
+        ),
+        "AER -> Tool Pod (pod IP)": connects(
+            kube, namespace=app_ns, pod=aer["metadata"]["name"], host=tool["status"]["podIP"], port=8002
+        ),
+        "mem-b Tool Pod -> mem-a Memory": connects(
+            kube, namespace=app_ns, pod=tool_b["metadata"]["name"], host=memory_a, port=8081
+        ),
+        "OE -> Tool Pod": connects(
+            kube, namespace=system_ns, pod=oe["metadata"]["name"], host=svc, port=8002
+        ),
+        "mem-a Tool Pod -> mem-a Memory": connects(
+            kube, namespace=app_ns, pod=tool_a["metadata"]["name"], host=memory_a, port=8081
+        ),
+        "mem-b Tool Pod -> mem-b Memory": connects(
+            kube, namespace=app_ns, pod=tool_b["metadata"]["name"], host=memory_b, port=8081
+        ),
+    }
+    expected = {
+        name: name.startswith(("OE", "mem-a Tool Pod -> mem-a", "mem-b Tool Pod -> mem-b")) for name in seen
+    }
+    if seen != expected:  # a StepFailed: `eventually` retries while the controller catches up
+        raise StepFailed(f"connections seen {seen}, the trust table says {expected}")
+    return seen
+
+
+def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: str = "agent-apps") -> dict:
+    """Install, run, call, police, upgrade, delete, uninstall: the journey every tier runs, step by step."""
+    kube = platform.kube
+    report: dict[str, Any] = {}
+    with platform.step("load images"):
+        platform.load_images(project_image_refs())
+    with platform.step("helm install, operator and OE Ready"):
+        for namespace in (system_ns, app_ns):
+            create_namespace(kube, namespace, annotations=platform.namespace_annotations)
+        helm_install(kube, namespace=system_ns)
+        eventually("CRDs established", lambda: crds_established(kube))
+        rollout(kube, namespace=system_ns, deployment=OPERATOR_DEPLOYMENT)
+        rollout(kube, namespace=system_ns, deployment=OE_DEPLOYMENT)
+        report["operator_pod"] = check_operator_identity(kube, namespace=system_ns)["metadata"]["name"]
+    with platform.step("example Agent Ready"):
+        apply_example(kube, namespace=app_ns, files=("provider.yaml", "echo-agent.yaml"))
+        agent = wait_agent_ready(kube, namespace=app_ns, timeout=300)
+        assert agent["status"]["bundle"]["toolCount"] >= 2, agent["status"]
+    with platform.step("tool call through the Tool Pod Service"):
+        call_tool_through_service(kube, namespace=app_ns, word="journey")
+    with platform.step("two Agents with Memory Ready"):
+        for name in POLICY_AGENTS:
+            kube.kubectl("apply", "--namespace", app_ns, "-f", "-", stdin=json.dumps(policy_agent(name)))
+        for name in POLICY_AGENTS:
+            wait_agent_ready(kube, namespace=app_ns, agent=name, timeout=300)
+    if platform.pod_checks is not None:
+        with platform.step("pod checks on the node"):
+            checked = []
+            for namespace in (system_ns, app_ns):
+                for pod in pods(kube, namespace=namespace):
+                    platform.pod_checks(pod)
+                    checked.append(pod["metadata"]["name"])
+            report["pods_checked"] = checked
+    with platform.step("NetworkPolicies enforced"):
+        if platform.enable_network_policies is not None:
+            # Nothing enforces yet: the same connections all open (the refusals below are the policies').
+            aer = running_pod(kube, namespace=app_ns, selector=component_selector(EXAMPLE_AGENT, "aer"))
+            report["aer_to_tool_before_enforcement"] = connects(
+                kube, namespace=app_ns, pod=aer["metadata"]["name"],
+                host=f"{tool_service()}.{app_ns}.svc.cluster.local", port=8002,
+            )  # fmt: skip
+            assert report["aer_to_tool_before_enforcement"], (
+                "without a policy controller the AER reaches the Tool Pod"
+            )
+            platform.enable_network_policies()
+        report["connections"] = eventually(
+            "the trust table enforced",
+            lambda: check_network_policies(kube, system_ns=system_ns, app_ns=app_ns),
+            timeout=60,
+            interval=2,
+        )
+        # Still Ready (kubelet probes pass), and a tool call still goes through.
+        for name in (EXAMPLE_AGENT, *POLICY_AGENTS):
+            wait_agent_ready(kube, namespace=app_ns, agent=name)
+        call_tool_through_service(kube, namespace=app_ns, word="policed")
+    with platform.step("helm upgrade"):
+        helm_upgrade(kube, namespace=system_ns, values={"operator.logFormat": "text"})
+        rollout(kube, namespace=system_ns, deployment=OPERATOR_DEPLOYMENT)
+        wait_agent_ready(kube, namespace=app_ns)
+    with platform.step("Agents deleted, children gone"):
+        for name in (EXAMPLE_AGENT, *POLICY_AGENTS):
+            kube.kubectl("delete", "agent", name, "--namespace", app_ns, "--wait=true")
+        for name in (EXAMPLE_AGENT, *POLICY_AGENTS):
+            eventually(
+                f"{name}'s objects and pods removed",
+                lambda name=name: not owned_objects(kube, namespace=app_ns, agent=name),
+                timeout=180,
+            )
+    with platform.step("helm uninstall"):
+        helm_uninstall(kube, namespace=system_ns)
+        eventually(
+            "the release's objects gone",
+            lambda: release_leftovers(kube, namespace=system_ns) == [],
+            timeout=60,
+        )
+        # The OE's store outlives an uninstall by design (helm.sh/resource-policy: keep); drop it here.
+        kube.kubectl("delete", "pvc", "--namespace", system_ns, "--all", "--wait=false")
+    report["timings"] = dict(platform.timings)
+    print(f"[{platform.name}] journey timings (s): {json.dumps(platform.timings)}", file=sys.stderr)
+    return report

@@ -1,6 +1,8 @@
 """The kind tier: a real cluster in Docker, real images. Run with `make e2e-kind` (needs Docker and kind).
 
 KIND_BIN, KUBECTL_BIN_DIR (kubectl and helm) come from the Makefile; E2E_KEEP_CLUSTER=1 keeps the cluster.
+The journey is tests/install_flow.py's, the one the real-node tier (tests/cluster/test_real_node.py) runs;
+only how images reach the nodes differs: `docker build` of the same Dockerfiles, then `kind load`.
 """
 
 from __future__ import annotations
@@ -9,19 +11,12 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.install_flow import REPO_ROOT, Kube
-
-VERSION = "0.1.0"
-IMAGES = {
-    "agent-engine/runtime": ("images/runtime/Dockerfile", "."),
-    "agent-engine/operator": ("images/operator/Dockerfile", "."),
-    "example/echo-agent": ("examples/echo-agent/Dockerfile", "examples/echo-agent"),
-}
+from tests.install_flow import PROJECT_IMAGES, REPO_ROOT, VERSION, Kube, Platform
 
 
 def _run(*argv: str, env: dict[str, str] | None = None) -> None:
@@ -29,7 +24,7 @@ def _run(*argv: str, env: dict[str, str] | None = None) -> None:
 
 
 @pytest.fixture(scope="session")
-def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+def kind_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
         pytest.skip("the kind tier needs a running Docker engine")
     kind = os.environ.get("KIND_BIN") or shutil.which("kind")
@@ -39,13 +34,17 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     name = f"agent-engine-e2e-{uuid.uuid4().hex[:6]}"
     kubeconfig = tmp_path_factory.mktemp("kind") / "kubeconfig"
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    for repository, (dockerfile, context) in IMAGES.items():
+    for repository, (dockerfile, context) in PROJECT_IMAGES.items():
         _run("docker", "build", "-f", dockerfile, "-t", f"{repository}:{VERSION}", context)
     _run(kind, "create", "cluster", "--name", name, "--kubeconfig", str(kubeconfig), "--wait", "120s")
+
+    def load_images(refs: Sequence[str]) -> None:
+        for ref in refs:
+            _run(kind, "load", "docker-image", ref, "--name", name)
+
     try:
-        for repository in IMAGES:
-            _run(kind, "load", "docker-image", f"{repository}:{VERSION}", "--name", name)
-        yield Kube(bin_dir=Path(bin_dir), env=env)
+        # kind's own CNI (kindnet) enforces NetworkPolicies from the start; its nodes expose no cgroups to us.
+        yield Platform(name="kind", kube=Kube(bin_dir=Path(bin_dir), env=env), load_images=load_images)
     finally:
         if os.environ.get("E2E_KEEP_CLUSTER") != "1":
             _run(kind, "delete", "cluster", "--name", name)
