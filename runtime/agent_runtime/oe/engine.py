@@ -292,6 +292,7 @@ class Orchestrator:
                 "status": S.RUNNING,
                 "suspension": None,
                 "reviews": [*record.reviews, entry],
+                "runs": record.runs + 1,
                 "updated_at": now,
             },
         )
@@ -315,7 +316,7 @@ class Orchestrator:
         await self.events.publish(
             execution_id, type="resumed", step=entry.step, data={"decision": review.decision}
         )
-        self._spawn(self._start(updated, reg, resume=True))
+        self._spawn(self._start(updated, reg, resume=True, counted=True))
         return updated
 
     async def pending_reviews(
@@ -729,14 +730,14 @@ class Orchestrator:
         restarted = await self.store.transition(
             execution_id,
             from_states=frozenset({S.RUNNING}),
-            changes={"restarts": record.restarts + 1, "updated_at": now},
+            changes={"restarts": record.restarts + 1, "runs": record.runs + 1, "updated_at": now},
         )
         if restarted is None:
             return False
         logger.warning("execution %s: its AER no longer runs it; starting it again", execution_id)
         await self._audit(restarted, kind="restart", decision="restarted", status="accepted", reason=AER_LOST)
         await self.events.publish(execution_id, type="restarted", data={"restarts": restarted.restarts})
-        self._spawn(self._start(restarted, reg, resume=True))
+        self._spawn(self._start(restarted, reg, resume=True, counted=True))
         return False
 
     async def aclose(self) -> None:
@@ -749,8 +750,15 @@ class Orchestrator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _start(self, record: ExecutionRecord, reg: AgentRegistration, *, resume: bool) -> None:
-        if not resume:
+    async def _start(
+        self, record: ExecutionRecord, reg: AgentRegistration, *, resume: bool, counted: bool = False
+    ) -> None:
+        """Hand a run to the AER. `counted`: the caller's own write already counted this run (a resume or a
+        restart does, so that no second write to the execution follows it: on FerretDB v1 a write a moment
+        later on another replica, a cancel, could be lost under it)."""
+        if counted:
+            started = record
+        elif not resume:
             started = await self.store.transition(
                 record.execution_id,
                 from_states=frozenset({S.PENDING}),
