@@ -104,10 +104,11 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     from agent_runtime.connectors import resolve_runtime_bundle
     from agent_runtime.sdk import App, load_app
     from agent_runtime.servers.aer import build_aer_app
-    from agent_runtime.servers.auth import load_runtime_token
+    from agent_runtime.servers.auth import rotating_runtime_token
     from agent_runtime.servers.tool import build_tool_app
 
-    token = load_runtime_token(env)
+    # One token for the guard and the OE client, read again when the mounted Secret changes.
+    token = rotating_runtime_token(env)
     spec = env.get(ENTRYPOINT_ENV, "").strip()
     tenant: App | None = None
     if spec:

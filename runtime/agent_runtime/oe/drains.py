@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol
 import aiohttp
 
 from agent_runtime.oe.registration import AgentRegistration
+from agent_runtime.oe.runtime_auth import authorized
 from agent_runtime.oe.settings import SettingsError
 from agent_runtime.oe.store.base import AuditRecord, ExecutionRecord, Store
 from agent_runtime.oe.store.deliveries import (
@@ -453,14 +454,11 @@ class DrainCaller:
                 request_id=record.request_id,
             )
             path = INTERRUPT_CALL_PATH
-        headers = {
-            "authorization": f"Bearer {reg.token.get_secret_value()}",
-            "content-type": "application/json",
-        }
         timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout_s)
+        data = body.model_dump_json().encode()
         try:
-            async with self._pool().post(
-                target.address + path, data=body.model_dump_json().encode(), headers=headers, timeout=timeout
+            async with authorized(
+                self._pool(), "POST", target.address + path, reg=reg, data=data, timeout=timeout
             ) as response:
                 raw = await response.read()
                 status = response.status

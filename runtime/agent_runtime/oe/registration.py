@@ -7,9 +7,10 @@ write the same document as a file. The OE refuses every call for an Agent it has
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic.alias_generators import to_camel
 
 from agent_runtime.oe.policy import ToolPolicy
@@ -40,6 +41,9 @@ class AgentRegistration(BaseModel):
     tool_url: str = Field(pattern=r"^https?://")
     policy: ToolPolicy = ToolPolicy()
     tools: tuple[ToolEntry, ...] = ()
+    # Tokens this Agent held before its current one, each with the (monotonic) time its grace period ends;
+    # set by the Registry, never read from a document (see `tokens`).
+    _retired: tuple[tuple[SecretStr, float], ...] = PrivateAttr(default=())
 
     @field_validator("aer_url", "tool_url")
     @classmethod
@@ -59,6 +63,24 @@ class AgentRegistration(BaseModel):
     def token_digest(self) -> str:
         """How the OE indexes tokens: a caller's token is looked up by digest, never compared in a loop."""
         return token_digest(self.token.get_secret_value())
+
+    def tokens(self, *, now: float | None = None) -> tuple[str, ...]:
+        """The tokens to call this Agent's runtimes with, in order: the current one, then each previous one
+        still in its grace period (a runtime whose mounted token has not changed yet refuses the new one)."""
+        moment = time.monotonic() if now is None else now
+        retired = tuple(token.get_secret_value() for token, until in self._retired if moment < until)
+        return (self.token.get_secret_value(), *retired)
+
+    @property
+    def retired(self) -> tuple[tuple[SecretStr, float], ...]:
+        """Previous tokens with the end of each one's grace period."""
+        return self._retired
+
+    def with_retired(self, retired: tuple[tuple[SecretStr, float], ...]) -> AgentRegistration:
+        """A copy holding these previous tokens (the Registry's, when the Agent's token changed)."""
+        updated = self.model_copy()
+        updated._retired = retired
+        return updated
 
     def tool(self, name: str) -> ToolEntry | None:
         return next((entry for entry in self.tools if entry.name == name), None)

@@ -18,14 +18,14 @@ import os
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 import yaml
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from agent_runtime.oe.registration import (
     REGISTRATION_KEY,
@@ -34,6 +34,7 @@ from agent_runtime.oe.registration import (
     token_digest,
 )
 from agent_runtime.oe.settings import REGISTRATIONS_DIR_ENV
+from agent_runtime.token_file import DEFAULT_GRACE_S
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +107,25 @@ def _load_yaml(text: str, *, source: str) -> Any:
 
 
 class Registry:
-    """Every known Agent, by name and by the sha256 digest of its runtime token."""
+    """Every known Agent, by name and by the sha256 digest of its runtime token.
 
-    def __init__(self, registrations: Iterable[AgentRegistration] = ()) -> None:
+    When an Agent's token changes, the one before stays accepted (and is offered to its runtimes after a
+    401) for `grace_s` seconds: its pods read the rotated Secret each at their own pace.
+    """
+
+    def __init__(
+        self,
+        registrations: Iterable[AgentRegistration] = (),
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._by_agent: dict[str, AgentRegistration] = {}
         self._by_digest: dict[str, AgentRegistration] = {}
+        self._grace_s = grace_s
+        self._clock = clock
+        # Digest of a token an Agent held before its current one -> (Agent, that token, end of grace).
+        self._retired: dict[str, tuple[str, SecretStr, float]] = {}
         for registration in registrations:
             self.upsert(registration)
 
@@ -125,8 +140,16 @@ class Registry:
         return self._by_agent.get(agent)
 
     def by_token(self, token: str) -> AgentRegistration | None:
-        """The Agent a runtime token belongs to: one dict lookup by digest, no comparison loop."""
-        return self._by_digest.get(token_digest(token))
+        """The Agent a runtime token belongs to: one dict lookup by digest, no comparison loop; a token the
+        Agent held before counts until its grace period ends."""
+        digest = token_digest(token)
+        registration = self._by_digest.get(digest)
+        if registration is not None:
+            return registration
+        retired = self._retired.get(digest)
+        if retired is None or self._clock() >= retired[2]:
+            return None
+        return self._by_agent.get(retired[0])
 
     def upsert(self, registration: AgentRegistration) -> None:
         """Add or replace one Agent. A token another Agent holds is refused: it would be ambiguous."""
@@ -137,15 +160,19 @@ class Registry:
                 source=registration.agent, field="token", problem=f"Agent {holder.agent} has the same token"
             )
         previous = self._by_agent.get(registration.agent)
+        before = dict(self._by_agent)
         if previous is not None:
             self._by_digest.pop(previous.token_digest(), None)
         self._by_agent[registration.agent] = registration
         self._by_digest[digest] = registration
+        self._retire(before)
 
     def remove(self, agent: str) -> AgentRegistration | None:
+        before = dict(self._by_agent)
         registration = self._by_agent.pop(agent, None)
         if registration is not None:
             self._by_digest.pop(registration.token_digest(), None)
+        self._retire(before)
         return registration
 
     def replace_all(self, registrations: Mapping[str, AgentRegistration]) -> list[RegistrationError]:
@@ -172,8 +199,33 @@ class Registry:
             by_agent[registration.agent] = registration
             by_digest[digest] = registration
             owner[registration.agent] = source
+        before = self._by_agent
         self._by_agent, self._by_digest = by_agent, by_digest
+        self._retire(before)
         return errors
+
+    def _retire(self, before: Mapping[str, AgentRegistration]) -> None:
+        """Keep each token an Agent held before a change for the grace period, and give each registration
+        the tokens its runtimes may still expect (`AgentRegistration.tokens`)."""
+        now = self._clock()
+        for agent, old in before.items():
+            new = self._by_agent.get(agent)
+            if new is not None and new.token_digest() != old.token_digest() and self._grace_s > 0:
+                self._retired[old.token_digest()] = (agent, old.token, now + self._grace_s)
+        for digest, (agent, _, until) in list(self._retired.items()):
+            # Expired, some Agent's current token again, or its Agent gone: no longer a retired token.
+            if until <= now or digest in self._by_digest or agent not in self._by_agent:
+                del self._retired[digest]
+        held: dict[str, list[tuple[SecretStr, float]]] = {}
+        for agent, token, until in self._retired.values():
+            held.setdefault(agent, []).append((token, until))
+        for agent, registration in list(self._by_agent.items()):
+            retired = tuple(held.get(agent, ()))
+            if registration.retired != retired:
+                # A copy: the source keeps the registration as parsed, to compare the next version with.
+                updated = registration.with_retired(retired)
+                self._by_agent[agent] = updated
+                self._by_digest[updated.token_digest()] = updated
 
 
 # -- sources -------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import aiohttp
 from pydantic import ValidationError
 
 from agent_runtime.oe.registration import AgentRegistration
+from agent_runtime.oe.runtime_auth import authorized
 from agent_runtime.protocol import (
     AER_EXECUTE_PATH,
     INVOKE_LLM_PATH,
@@ -101,13 +102,6 @@ class Runtimes:
             await self._session.close()
             self._session = None
 
-    @staticmethod
-    def _headers(reg: AgentRegistration) -> dict[str, str]:
-        return {
-            "authorization": f"Bearer {reg.token.get_secret_value()}",
-            "content-type": "application/json",
-        }
-
     async def start_run(
         self, reg: AgentRegistration, request: AERExecuteRequest
     ) -> AERExecutionStatus | None:
@@ -118,8 +112,8 @@ class Runtimes:
         url = reg.aer_url + AER_EXECUTE_PATH
         body = request.model_dump_json().encode()
         try:
-            async with self._pool().post(
-                url, data=body, headers=self._headers(reg), timeout=self._short
+            async with authorized(
+                self._pool(), "POST", url, reg=reg, data=body, timeout=self._short
             ) as response:
                 # 409: this AER runs it already (another OE replica, or a retry, got there first).
                 if response.status in (200, 202):
@@ -138,7 +132,7 @@ class Runtimes:
         """True if the AER runs it, False if it says it does not, None if it could not be asked."""
         url = f"{reg.aer_url}{AER_EXECUTIONS_PATH}/{execution_id}"
         try:
-            async with self._pool().get(url, headers=self._headers(reg), timeout=self._short) as response:
+            async with authorized(self._pool(), "GET", url, reg=reg, timeout=self._short) as response:
                 if response.status == 200:
                     return True
                 if response.status == 404:
@@ -151,7 +145,7 @@ class Runtimes:
         """The AER's `GET /tools` (with `is_local` and `sensitive`), or None when it cannot be read."""
         url = reg.aer_url + AER_TOOLS_PATH
         try:
-            async with self._pool().get(url, headers=self._headers(reg), timeout=self._short) as response:
+            async with authorized(self._pool(), "GET", url, reg=reg, timeout=self._short) as response:
                 if response.status != 200:
                     logger.warning("the AER of %s answered HTTP %d to GET /tools", reg.agent, response.status)
                     return None
@@ -185,8 +179,8 @@ class Runtimes:
         delay = 0.1
         while True:
             try:
-                async with self._pool().post(
-                    url, data=data, headers=self._headers(reg), timeout=self._timeout
+                async with authorized(
+                    self._pool(), "POST", url, reg=reg, data=data, timeout=self._timeout
                 ) as response:
                     payload = await response.read()
                     if response.status != 200:

@@ -33,6 +33,7 @@ from agent_runtime.memory.wire import (
     WriteAnswer,
 )
 from agent_runtime.sdk.context import RequestContext, current_context
+from agent_runtime.token_file import RotatingToken, TokenLike, TokenSettingError, as_rotating, grace_from_env
 
 MEMORY_URL_ENV = "AGENTIC_MEMORY_URL"
 DEFAULT_TIMEOUT_S = 10.0
@@ -102,12 +103,27 @@ def _token_from_env(env: Mapping[str, str]) -> str:
     return token
 
 
+def _rotating_token_from_env(env: Mapping[str, str]) -> RotatingToken:
+    """The runtime token, read again when its mounted file changes (see agent_runtime/token_file.py)."""
+    token = _token_from_env(env)
+    try:
+        grace_s = grace_from_env(env)
+    except TokenSettingError as exc:
+        raise MemoryConfigError(str(exc)) from None
+    file_name = env.get(TOKEN_FILE_ENV, "").strip()
+    return RotatingToken(token, path=file_name or None, setting=TOKEN_FILE_ENV, grace_s=grace_s)
+
+
 def _context() -> RequestContext | None:
     """The running execution's context, or None in code that runs outside one (a script, a test)."""
     try:
         return current_context()
     except RuntimeError:
         return None
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,11 +133,12 @@ def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
 class MemoryClient:
     """One Agent's Memory server over HTTP. Create one per process and `await aclose()` at the end."""
 
-    def __init__(self, base_url: str, *, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, base_url: str, *, token: TokenLike, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise MemoryConfigError(f"{MEMORY_URL_ENV} must be an http(s) URL, e.g. http://agent-memory:8081")
         self._base = base_url.rstrip("/")
-        self._headers = {"authorization": f"Bearer {token}"}
+        # Sent per request: the token follows its mounted file, and a 401 during a rotation is retried.
+        self._token = as_rotating(token)
         self._timeout = timeout_s
         self._async: httpx.AsyncClient | None = None
         self._sync: httpx.Client | None = None
@@ -139,7 +156,7 @@ class MemoryClient:
                 f"{MEMORY_URL_ENV} is not set: enable memory on the Agent (spec.components.memory.enabled: "
                 "true) or set it to the Memory server's URL for a local run"
             )
-        return cls(url, token=_token_from_env(env))
+        return cls(url, token=_rotating_token_from_env(env))
 
     # transport
 
@@ -162,18 +179,37 @@ class MemoryClient:
 
     async def _call(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
         if self._async is None:
-            self._async = httpx.AsyncClient(headers=self._headers, timeout=self._timeout)
+            self._async = httpx.AsyncClient(timeout=self._timeout)
+        token = self._token.current()
         try:
-            response = await self._async.request(method, self._base + path, json=json, params=params)
+            response = await self._async.request(
+                method, self._base + path, json=json, params=params, headers=_bearer(token)
+            )
+            # The server's guard refused the token before any handler ran: again with the other tokens.
+            for other in self._token.alternatives(token) if response.status_code == 401 else ():
+                response = await self._async.request(
+                    method, self._base + path, json=json, params=params, headers=_bearer(other)
+                )
+                if response.status_code != 401:
+                    break
         except httpx.HTTPError as exc:
             raise MemoryUnavailable(f"the Memory server is unreachable ({type(exc).__name__})") from None
         return self._answer(response)
 
     def _call_sync(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
         if self._sync is None:
-            self._sync = httpx.Client(headers=self._headers, timeout=self._timeout)
+            self._sync = httpx.Client(timeout=self._timeout)
+        token = self._token.current()
         try:
-            response = self._sync.request(method, self._base + path, json=json, params=params)
+            response = self._sync.request(
+                method, self._base + path, json=json, params=params, headers=_bearer(token)
+            )
+            for other in self._token.alternatives(token) if response.status_code == 401 else ():
+                response = self._sync.request(
+                    method, self._base + path, json=json, params=params, headers=_bearer(other)
+                )
+                if response.status_code != 401:
+                    break
         except httpx.HTTPError as exc:
             raise MemoryUnavailable(f"the Memory server is unreachable ({type(exc).__name__})") from None
         return self._answer(response)

@@ -31,6 +31,7 @@ from agent_runtime.protocol import (
     validation_problems,
 )
 from agent_runtime.sdk.errors import PlatformFailure
+from agent_runtime.token_file import TokenLike, as_rotating
 
 logger = logging.getLogger(__name__)
 
@@ -93,14 +94,15 @@ class OEClient:
         self,
         base_url: str,
         *,
-        token: str,
+        token: TokenLike,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         callback_budget_s: float = DEFAULT_CALLBACK_BUDGET_S,
         result_budget_s: float = DEFAULT_RESULT_BUDGET_S,
         execute_budget_s: float = DEFAULT_EXECUTE_BUDGET_S,
     ) -> None:
         self._base_url = base_url.rstrip("/")
-        self._headers = {"authorization": f"Bearer {token}", **_JSON_HEADERS}
+        # Read again when its mounted file changes; see `_post` for a 401 during a rotation.
+        self._token = as_rotating(token)
         self._call_timeout = aiohttp.ClientTimeout(
             total=call_timeout_s, sock_connect=DEFAULT_CONNECT_TIMEOUT_S
         )
@@ -178,11 +180,24 @@ class OEClient:
     async def _post(
         self, path: str, body: BaseModel, *, limits: aiohttp.ClientTimeout | None = None
     ) -> tuple[int, bytes]:
+        token = self._token.current()
+        status, content = await self._post_as(token, path, body, limits=limits)
+        # A rotation under way: the OE's guard refused the token before any handler ran, so the same
+        # request goes again with the token file read again, then with the previous token.
+        for other in self._token.alternatives(token) if status == 401 else ():
+            status, content = await self._post_as(other, path, body, limits=limits)
+            if status != 401:
+                break
+        return status, content
+
+    async def _post_as(
+        self, token: str, path: str, body: BaseModel, *, limits: aiohttp.ClientTimeout | None = None
+    ) -> tuple[int, bytes]:
         try:
             async with self._pool().post(
                 self._base_url + path,
                 data=body.model_dump_json().encode(),
-                headers=self._headers,
+                headers={"authorization": f"Bearer {token}", **_JSON_HEADERS},
                 timeout=limits or self._call_timeout,
                 allow_redirects=False,  # a redirect would carry the bearer token somewhere else
             ) as response:

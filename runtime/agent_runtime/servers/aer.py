@@ -27,7 +27,7 @@ from agent_runtime.connectors.framework import BuiltinConnectorDefs
 from agent_runtime.protocol import AER_EXECUTE_PATH, AER_EXECUTION_PATH, AERExecuteRequest, AERExecutionStatus
 from agent_runtime.sdk import App, OEApi
 from agent_runtime.sdk.tracking import ExecutionDraining
-from agent_runtime.servers.auth import ASGIApp
+from agent_runtime.servers.auth import ASGIApp, TokenLike
 from agent_runtime.servers.bodies import MAX_BODY_BYTES, malformed, read_request_body, too_large
 from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.drain import DrainSettings, PodIdentity, WorkRegistry
@@ -86,7 +86,7 @@ def build_aer_app(
     *,
     connectors: Sequence[ToolDefinitions],
     app: App,
-    token: str,
+    token: TokenLike,
     oe: OEApi,
     app_id: str | None = None,
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,

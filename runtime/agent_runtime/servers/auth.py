@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_runtime.contract import TOKEN_ENV, TOKEN_FILE_ENV, TOKEN_FILE_PATH, UNAUTHENTICATED_PATHS
+from agent_runtime.token_file import RotatingToken, TokenLike, TokenSettingError, as_rotating, grace_from_env
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -48,6 +49,18 @@ def load_runtime_token(env: Mapping[str, str]) -> str:
     )
 
 
+def rotating_runtime_token(env: Mapping[str, str]) -> RotatingToken:
+    """The runtime token as `load_runtime_token` reads it, read again when its mounted file changes, the
+    previous one still accepted for RUNTIME_TOKEN_GRACE_S (see agent_runtime/token_file.py)."""
+    token = load_runtime_token(env)
+    try:
+        grace_s = grace_from_env(env)
+    except TokenSettingError as exc:
+        raise RuntimeTokenError(str(exc)) from None
+    file_name = env.get(TOKEN_FILE_ENV, "").strip()
+    return RotatingToken(token, path=file_name or None, setting=TOKEN_FILE_ENV, grace_s=grace_s)
+
+
 def bearer_matches(header: bytes | None, token: bytes) -> bool:
     """Constant-time check of an Authorization header value against the expected token."""
     if header is None:
@@ -58,6 +71,13 @@ def bearer_matches(header: bytes | None, token: bytes) -> bool:
     return hmac.compare_digest(credentials.strip(), token)
 
 
+def _bearer_credentials(header: bytes | None) -> bytes | None:
+    if header is None:
+        return None
+    scheme, _, credentials = header.partition(b" ")
+    return credentials.strip() if scheme.lower() == b"bearer" else None
+
+
 _UNAUTHORIZED_HEADERS = [(b"www-authenticate", b"Bearer"), (b"content-length", b"0")]
 
 
@@ -65,10 +85,11 @@ class BearerTokenGuard:
     """Pure ASGI middleware: every route but the probes and metrics needs the token; 401 says nothing more."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str, open_paths: frozenset[str] = UNAUTHENTICATED_PATHS
+        self, app: ASGIApp, *, token: TokenLike, open_paths: frozenset[str] = UNAUTHENTICATED_PATHS
     ) -> None:
         self._app = app
-        self._token = token.encode("utf-8")
+        # A rotating token: the current one and, in the grace period after a change, the previous one.
+        self._tokens = as_rotating(token)
         self._open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,7 +97,8 @@ class BearerTokenGuard:
             await self._app(scope, receive, send)
             return
         header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
-        if bearer_matches(header, self._token):
+        presented = _bearer_credentials(header)
+        if presented is not None and self._tokens.accepts(presented):
             await self._app(scope, receive, send)
             return
         await send({"type": "http.response.start", "status": 401, "headers": _UNAUTHORIZED_HEADERS})

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from agent_runtime.contract import METRICS_PATH
-from agent_runtime.servers.auth import ASGIApp, BearerTokenGuard
+from agent_runtime.servers.auth import ASGIApp, BearerTokenGuard, TokenLike
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.metrics import ToolMetrics
 
@@ -21,7 +21,7 @@ Hook = Callable[[], Awaitable[None]]
 def build_component_app(
     *,
     routes: Sequence[BaseRoute],
-    token: str,
+    token: TokenLike,
     metrics: ToolMetrics,
     readiness: Readiness,
     on_startup: Hook | None = None,

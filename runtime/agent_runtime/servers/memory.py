@@ -38,7 +38,7 @@ from agent_runtime.memory.wire import (
     check_record_id,
 )
 from agent_runtime.protocol import validation_problems
-from agent_runtime.servers.auth import ASGIApp, load_runtime_token
+from agent_runtime.servers.auth import ASGIApp, TokenLike, rotating_runtime_token
 from agent_runtime.servers.bodies import read_request_body
 from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.health import Readiness
@@ -206,7 +206,9 @@ def build_memory_routes(service: MemoryService, metrics: MemoryMetrics) -> list[
     ]
 
 
-def build_memory_app(*, store: MemoryStore, embedder: Embedder, token: str, workspace_id: str) -> ASGIApp:
+def build_memory_app(
+    *, store: MemoryStore, embedder: Embedder, token: TokenLike, workspace_id: str
+) -> ASGIApp:
     """The Memory server: opens the store (and loads a local model) at start-up, closes them at shutdown."""
     service = MemoryService(store=store, embedder=embedder, workspace_id=workspace_id)
     metrics = ToolMetrics(component="memory")
@@ -237,7 +239,7 @@ def build_memory_app(*, store: MemoryStore, embedder: Embedder, token: str, work
 
 def build_memory_from_env(env: Mapping[str, str]) -> ASGIApp:
     """RUNNER_MODE=memory: the token, the store (M-02) and the embedder (M-06) from the environment."""
-    token = load_runtime_token(env)
+    token = rotating_runtime_token(env)  # read again when the mounted Secret changes
     store = open_store(env)
     embedder = embedder_from_env(env)
     return build_memory_app(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_con
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
+from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grace_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def build_oe_app(
     *,
     engine: Orchestrator,
     registry: RuntimeTokens,
-    client_token: str,
+    client_token: TokenLike,
     background: Sequence[Background] = (),
     on_startup: Sequence[Background] = (),
     on_shutdown: Sequence[Background] = (),
@@ -137,14 +137,15 @@ def build_oe_app(
     """The OE app; `background` loops (registrations, watchdog) run for the server's life."""
     readiness = Readiness()
     metrics = OEMetrics()
-    client_secret = client_token.encode("utf-8")
+    # Read again when its file changes; the previous one stays accepted for a grace period.
+    client_tokens = as_rotating(client_token)
 
     def client_guard(
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
             token = _bearer(request)
-            if token is None or not hmac.compare_digest(token.encode("utf-8"), client_secret):
+            if token is None or not client_tokens.accepts(token.encode("utf-8")):
                 return _UNAUTHORIZED
             return await _answer(handler, request)
 
@@ -371,9 +372,10 @@ async def _forever(work: Background) -> None:
 def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     """The OE as `RUNNER_MODE=oe` runs it: settings, store, registrations and the watchdog from env."""
     from agent_runtime.oe.drains import DrainCallerSettings
+    from agent_runtime.oe.registry import Registry
     from agent_runtime.oe.registry import from_env as registrations_from_env
     from agent_runtime.oe.runtimes import Runtimes
-    from agent_runtime.oe.settings import OESettings
+    from agent_runtime.oe.settings import CLIENT_TOKEN_FILE_ENV, CLIENT_TOKEN_GRACE_ENV, OESettings
     from agent_runtime.oe.store import open_store
 
     settings = OESettings.from_env(env)
@@ -383,7 +385,17 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         mongodb_uri=settings.mongodb_uri,
         mongodb_database=settings.mongodb_database,
     )
-    source = registrations_from_env(env)
+    # An Agent's previous runtime token stays accepted for RUNTIME_TOKEN_GRACE_S after its registration
+    # changed: its pods read the rotated Secret each at their own pace.
+    source = registrations_from_env(env, registry=Registry(grace_s=grace_from_env(env)))
+    client_file = env.get(CLIENT_TOKEN_FILE_ENV, "").strip()
+    client_token = RotatingToken(
+        settings.client_token,
+        path=client_file or None,
+        setting=CLIENT_TOKEN_FILE_ENV,
+        what="client token",
+        grace_s=grace_from_env(env, CLIENT_TOKEN_GRACE_ENV),
+    )
     engine = Orchestrator(
         store=store,
         registry=source.registry,
@@ -401,7 +413,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     return build_oe_app(
         engine=engine,
         registry=source.registry,
-        client_token=settings.client_token,
+        client_token=client_token,
         background=[source.run, watchdog, engine.drains.run],
         on_startup=[source.refresh],
     )

@@ -19,7 +19,7 @@ from agent_runtime.connectors.framework import BuiltinConnectorDefs
 from agent_runtime.logging_config import log_context
 from agent_runtime.protocol import INVOKE_LLM_PATH, TOOL_EXECUTE_PATH, CallOutcome, InvokeLLMRequest
 from agent_runtime.sdk import App
-from agent_runtime.servers.auth import ASGIApp, Receive, Scope, Send
+from agent_runtime.servers.auth import ASGIApp, Receive, Scope, Send, TokenLike
 from agent_runtime.servers.bodies import (
     MAX_BODY_BYTES,
     dumps,
@@ -119,7 +119,7 @@ def build_tool_app(
     connectors: Sequence[ToolDefinitions],
     app: App | None,
     secret_env: Mapping[str, str],
-    token: str,
+    token: TokenLike,
     pod_name: str | None = None,
     app_id: str | None = None,
     pod_address: str | None = None,

@@ -43,6 +43,11 @@ def _reg(agent: str = "team-a/bot", token: str = TOKEN_A) -> AgentRegistration:
     return AgentRegistration.model_validate(_doc(agent, token))
 
 
+def _tokens(registry: Registry, agent: str = "team-a/bot") -> tuple[str, ...]:
+    found = registry.get(agent)
+    return found.tokens() if found is not None else ()
+
+
 def _agent_of(registry: Registry, token: str) -> str | None:
     found = registry.by_token(token)
     return found.agent if found is not None else None
@@ -61,7 +66,7 @@ def test_lookup_by_name_and_by_token() -> None:
 
 
 def test_upsert_with_a_new_token_retires_the_old_one_and_remove_forgets_both() -> None:
-    registry = Registry([_reg(token=TOKEN_A)])
+    registry = Registry([_reg(token=TOKEN_A)], grace_s=0)  # no grace: see tests/unit/oe/test_token_grace.py
     registry.upsert(_reg(token=TOKEN_B))
     assert registry.by_token(TOKEN_A) is None and registry.by_token(TOKEN_B) is not None
     removed = registry.remove("team-a/bot")
@@ -163,7 +168,8 @@ def test_directory_source_sees_new_changed_and_removed_files(tmp_path: Path) -> 
         assert source.registry.by_token(TOKEN_A) is not None
         _write(tmp_path / "a.json", _doc(token=TOKEN_B))
         await source.refresh()
-        assert source.registry.by_token(TOKEN_A) is None and source.registry.by_token(TOKEN_B) is not None
+        assert _agent_of(source.registry, TOKEN_B) == "team-a/bot"
+        assert _tokens(source.registry) == (TOKEN_B, TOKEN_A)  # the previous one, in its grace period
         (tmp_path / "a.json").unlink()
         await source.refresh()
         assert len(source.registry) == 0
@@ -202,7 +208,8 @@ def test_a_broken_edit_keeps_the_previous_good_version_in_service(
         assert "previous version stays in service" in caplog.text and TOKEN_B not in caplog.text
         _write(path, _doc(token=TOKEN_B))
         await source.refresh()
-        assert source.registry.by_token(TOKEN_A) is None and source.registry.by_token(TOKEN_B) is not None
+        assert _agent_of(source.registry, TOKEN_B) == "team-a/bot"
+        assert _tokens(source.registry) == (TOKEN_B, TOKEN_A)  # the previous one, in its grace period
 
     asyncio.run(scenario())
 
@@ -296,6 +303,7 @@ def test_secret_events_add_replace_and_remove_registrations() -> None:
     assert source._event(event("ADDED", TOKEN_A, "5")) == "5"
     assert _agent_of(source.registry, TOKEN_A) == "team-a/bot"
     source._event(event("MODIFIED", TOKEN_B, "6"))
-    assert source.registry.by_token(TOKEN_A) is None and _agent_of(source.registry, TOKEN_B) == "team-a/bot"
+    assert _agent_of(source.registry, TOKEN_B) == "team-a/bot"
+    assert _tokens(source.registry) == (TOKEN_B, TOKEN_A)  # the previous one, in its grace period
     source._event(event("DELETED", TOKEN_B, "7"))
     assert len(source.registry) == 0
