@@ -1039,7 +1039,7 @@ class Orchestrator:
 
     @staticmethod
     def _secrets(reg: AgentRegistration) -> tuple[str, ...]:
-        return (reg.token.get_secret_value(),)
+        return reg.tokens()  # the previous one too, while a rotation's grace period lasts
 
 
 def _answer(step: int, outcome: CallOutcome, *, from_cache: bool) -> ToolExecuteAnswer:
