@@ -413,6 +413,18 @@ def _to_llm(agent: Agent) -> list[dict[str, Any]]:
     return [{"to": _ANYWHERE, "ports": _tcp(*(provider_ports([base_url]) if base_url else [443]))}]
 
 
+# The checkpoint store's credential is the one secret an AER may hold (Decision 9, S2's MONGODB_URI).
+CHECKPOINT_URI_ENV = "MONGODB_URI"
+MONGODB_PORT = 27017
+
+
+def _to_checkpoint_store(agent: Agent) -> list[dict[str, Any]]:
+    """The AER's egress to its LangGraph checkpoint store, when its secretEnv gives it one (MongoDB)."""
+    if not any(e.name == CHECKPOINT_URI_ENV for e in agent.spec.components.aer.secret_env):
+        return []
+    return [{"to": _ANYWHERE, "ports": _tcp(MONGODB_PORT)}]
+
+
 def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
@@ -461,6 +473,7 @@ def _network_policies(
             egress=[
                 {"to": [_oe_peer(settings)], "ports": _tcp(contract.PORTS[contract.RunnerMode.OE])},
                 *to_memory,
+                *_to_checkpoint_store(agent),
                 _DNS,
             ],
         ),

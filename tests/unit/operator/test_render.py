@@ -218,3 +218,18 @@ def test_a_large_bundle_is_split_across_configmaps_never_truncated() -> None:
 def test_replicas_come_from_the_component_spec(replicas: int) -> None:
     plan = _plan(agent=agent_body(components={"tool": {"replicas": replicas}}))
     assert _by_kind(plan, "Deployment")["support-bot-tool"]["spec"]["replicas"] == replicas
+
+
+def test_an_aer_with_a_checkpoint_store_may_reach_it_and_nothing_else_new() -> None:
+    secrets = {**inputs().secrets, "checkpoints": SecretMeta(resource_version="1", keys=frozenset({"uri"}))}
+
+    def aer_ports(**spec: Any) -> set[int]:
+        policies = _by_kind(_plan(agent=agent_body(**spec), secrets=secrets), "NetworkPolicy")
+        return {
+            p["port"] for rule in policies["support-bot-aer"]["spec"]["egress"] for p in rule.get("ports", [])
+        }
+
+    plain = aer_ports()
+    uri = {"name": "MONGODB_URI", "secretKeyRef": {"name": "checkpoints", "key": "uri"}}
+    with_store = aer_ports(components={"aer": {"secretEnv": [uri]}})
+    assert 27017 not in plain and with_store - plain == {27017}
