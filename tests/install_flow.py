@@ -356,6 +356,31 @@ def policy_agent(name: str) -> dict[str, Any]:
 
 POLICY_AGENTS = ("mem-a", "mem-b")
 
+# The model for the example Agent: tests/providers/llm_peer.py (OpenAI's chat-completions wire format) run
+# in a pod from the runtime image, with a script of what the model does: two tools that just run (one local
+# to the AER, one a connector call in the Tool Pod), one that needs a reviewer's approval, then the answer.
+LLM_PEER = "llm-peer"
+LLM_KEY = "journey-llm-key"  # the peer's key, not a real one
+INVOKE_TEXT = "Count the words in 'hello brave new world', echo 'hello', and sign that sentence."
+LLM_SCRIPT = [
+    {
+        "tool_calls": [
+            {"name": "word_count", "args": {"text": "hello brave new world"}},
+            {"name": "echo_getEcho", "args": {"word": "hello"}},
+        ]
+    },
+    {"tool_calls": [{"name": "sign_message", "args": {"message": "hello brave new world"}}]},
+    {"text": "4 words; the provider echoed 'hello'; the sentence is signed."},
+]
+_PEER_MAIN = (
+    "import json, sys, uvicorn\n"
+    "sys.path.insert(0, '/peer')\n"
+    "import llm_peer\n"
+    "app = llm_peer.LLMPeerApp(api_key=open('/key/key').read().strip())\n"
+    "app.push(*json.load(open('/peer/script.json')))\n"
+    "uvicorn.run(app, host='0.0.0.0', port=8080, log_level='warning')\n"
+)
+
 
 @dataclass
 class Platform:
@@ -437,6 +462,131 @@ def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[s
     return seen
 
 
+def llm_peer_objects() -> list[dict[str, Any]]:
+    """The scripted model as a Deployment and Service of the app namespace (its code from a ConfigMap)."""
+    labels = {"app.kubernetes.io/name": LLM_PEER}
+    source = (REPO_ROOT / "tests" / "providers" / "llm_peer.py").read_text()
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": LLM_PEER},
+            "data": {"llm_peer.py": source, "script.json": json.dumps(LLM_SCRIPT)},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "llm-key"},
+            "stringData": {"key": LLM_KEY},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": LLM_PEER, "labels": labels},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001},
+                        "containers": [
+                            {
+                                "name": "peer",
+                                "image": f"agent-engine/runtime:{VERSION}",
+                                "imagePullPolicy": "IfNotPresent",
+                                "command": ["python", "-c", _PEER_MAIN],
+                                "ports": [{"name": "http", "containerPort": 8080}],
+                                "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 2},
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "volumeMounts": [
+                                    {"name": "peer", "mountPath": "/peer", "readOnly": True},
+                                    {"name": "key", "mountPath": "/key", "readOnly": True},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "peer", "configMap": {"name": LLM_PEER}},
+                            {"name": "key", "secret": {"secretName": "llm-key"}},
+                        ],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": LLM_PEER},
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": 8080, "targetPort": "http"}]},
+        },
+    ]
+
+
+def wait_agent_generation_ready(kube: Kube, *, namespace: str, agent: str, timeout: float = 240.0) -> None:
+    """Ready for the Agent's current spec, and its replaced pods gone: until then an old AER still takes
+    executions (the Agent turns Ready as soon as the new pods are available; the old ones drain after)."""
+
+    def ready() -> bool:
+        doc = kube.get_json("agent", agent, "--namespace", namespace)
+        status = doc.get("status") or {}
+        generation = doc["metadata"]["generation"]
+        condition = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
+        if condition.get("status") != "True" or condition.get("observedGeneration") != generation:
+            return False
+        listed = kube.get_json("pods", "--namespace", namespace, "-l", f"app.kubernetes.io/instance={agent}")
+        replicas = sum(c.get("replicas", 0) for c in (status.get("components") or {}).values())
+        return len(listed["items"]) == replicas and not any(
+            p["metadata"].get("deletionTimestamp") for p in listed["items"]
+        )
+
+    eventually(f"Agent {namespace}/{agent} Ready at its generation, old pods gone", ready, timeout=timeout)
+
+
+def invoke_through_oe(
+    kube: Kube, *, system_ns: str, app_ns: str, agent: str = EXAMPLE_AGENT
+) -> dict[str, Any]:
+    """POST /invoke to the OE (its client token), approve the held call as a reviewer, read the answer and the
+    audit: every model and tool call of the turn went AER -> OE -> Tool Pod (or back to the AER)."""
+    secret = kube.get_json("secret", f"{OE_DEPLOYMENT}-client-token", "--namespace", system_ns)
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    headers = {"Authorization": f"Bearer {token}"}
+    with port_forward(kube, namespace=system_ns, service=OE_DEPLOYMENT, remote=8080) as base:
+        client = httpx.Client(base_url=base, headers=headers, timeout=30)
+        with client:
+            started = client.post(
+                "/invoke", json={"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}}
+            )
+            assert started.status_code == 202, started.text
+            execution = started.json()["execution_id"]
+
+            def settled() -> dict[str, Any] | None:
+                view = client.get(f"/execution/{execution}").json()
+                return view if view["status"] in ("suspended", "completed", "failed", "cancelled") else None
+
+            view = eventually(f"execution {execution} settled", settled, timeout=120, interval=0.5)
+            assert view["status"] == "suspended", view
+            assert view["suspension"]["tool"] == "sign_message", view["suspension"]
+            resumed = client.post(
+                f"/api/v1/projects/{app_ns}/executions/{execution}/resume",
+                json={"decision": "approved", "reviewer_notes": "approved by the install journey"},
+            )
+            assert resumed.status_code == 202, resumed.text
+            view = eventually(
+                f"execution {execution} completed",
+                lambda: (v := client.get(f"/execution/{execution}").json())["status"] != "running" and v,
+                timeout=120,
+                interval=0.5,
+            )
+            assert view["status"] == "completed", view
+            audit = client.get(f"/execution/{execution}/audit").json()["records"]
+    tools = {record.get("tool") for record in audit}
+    assert {"word_count", "echo_getEcho", "sign_message"} <= tools, audit
+    return {"execution": execution, "answer": view["result"]["answer"], "audit_records": len(audit)}
+
+
 def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: str = "agent-apps") -> dict:
     """Install, run, call, police, upgrade, delete, uninstall: the journey every tier runs, step by step."""
     kube = platform.kube
@@ -492,6 +642,27 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
         for name in (EXAMPLE_AGENT, *POLICY_AGENTS):
             wait_agent_ready(kube, namespace=app_ns, agent=name)
         call_tool_through_service(kube, namespace=app_ns, word="policed")
+    with platform.step("example Agent invoked through the OE, approved, answered"):
+        kube.kubectl(
+            "apply",
+            "--namespace",
+            app_ns,
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": llm_peer_objects()}),
+        )
+        rollout(kube, namespace=app_ns, deployment=LLM_PEER)
+        llm = {
+            "baseUrl": f"http://{LLM_PEER}.{app_ns}.svc.cluster.local:8080/v1",
+            "model": "journey-model",
+            "credentials": [{"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm-key", "key": "key"}}],
+        }
+        kube.kubectl(
+            "patch", "agent", EXAMPLE_AGENT, "--namespace", app_ns, "--type=merge",
+            "-p", json.dumps({"spec": {"llm": llm}}),
+        )  # fmt: skip
+        wait_agent_generation_ready(kube, namespace=app_ns, agent=EXAMPLE_AGENT)
+        report["invocation"] = invoke_through_oe(kube, system_ns=system_ns, app_ns=app_ns)
     with platform.step("helm upgrade"):
         helm_upgrade(kube, namespace=system_ns, values={"operator.logFormat": "text"})
         rollout(kube, namespace=system_ns, deployment=OPERATOR_DEPLOYMENT)
