@@ -209,6 +209,12 @@ class Operator:
             if labels.get("app.kubernetes.io/managed-by") == MANAGED_BY and self._live_agent(key):
                 self.writer.child_deleted((ns, "v1", "Secret", name), labels=labels)
                 return [key], []
+        if labels.get(ROLE_LABEL) == "runtime-token" and not change.deleted:
+            key = (ns, labels.get(AGENT_LABEL, ""))
+            # A rotated token (the Secret edited): republish the registration now, while the Agent's pods
+            # still accept the previous token (the runtime's grace period), not at the next resync.
+            if self._live_agent(key) and self.registrations.token_changed(key, change.resource_version or ""):
+                return [key], []
         if not self.reader.stale(change.kind, ns, name, change.resource_version or ABSENT):
             return [], []
         return self.affected_by(ns, change.kind, name)

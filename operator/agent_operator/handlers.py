@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
+import functools
 import logging
 import os
 from typing import Any
@@ -21,6 +22,7 @@ import kopf
 
 from agent_operator.controller import Operator
 from agent_operator.kube import ApiError, Connection, KubeApi
+from agent_operator.login import ApiAuth, login_info, token_file
 from agent_operator.models import AGENT_PLURAL, CONNECTOR_PLURAL, GROUP, VERSION
 from agent_operator.peering import outranked
 from agent_operator.render import MANAGED_BY
@@ -52,12 +54,13 @@ def operator() -> Operator:
 
 
 def _login_info(**kwargs: Any) -> Any:
-    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    return login_info(settings=kwargs["settings"], logger=kwargs.get("logger", log))
 
 
 @kopf.on.login()
 def login(**kwargs: Any) -> Any:
-    """In-cluster service account first, else the kubeconfig; never the heavy client library."""
+    """In a pod the ServiceAccount; else the kubeconfig, through the kubernetes client library only when its
+    user needs a program or a refresh (an exec plugin, an auth-provider). kopf calls it again on a 401."""
     return _login_info(**kwargs)
 
 
@@ -75,10 +78,17 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.batching.worker_limit = 256
     # Only raw event handlers here: kopf's per-event diff base (a deep copy of every body) is never used.
     settings.persistence.diffbase_storage = _NoDiffBase()
-    info = _login_info(settings=settings, logger=kwargs.get("logger", log))
+    logger = kwargs.get("logger", log)
+    # In a thread: an exec credential plugin is a program, and the loop has other work.
+    info = await asyncio.to_thread(_login_info, settings=settings, logger=logger)
     if info is None:
-        raise kopf.PermanentError("no Kubernetes credentials: neither a service account nor a kubeconfig")
-    api = KubeApi(Connection.from_kopf(info), max_connections=config.api_connections)
+        raise kopf.PermanentError(
+            "no Kubernetes credentials: run in a pod with a ServiceAccount, or set KUBECONFIG to a kubeconfig"
+        )
+    # The operator's own client follows a rotated token file and logs in again on a 401, as kopf does.
+    relogin = functools.partial(_login_info, settings=settings, logger=logger)
+    auth = ApiAuth.for_login(info, relogin=relogin, token_file=await asyncio.to_thread(token_file))
+    api = KubeApi(Connection.from_kopf(info, auth=auth), max_connections=config.api_connections)
     op = Operator(api, config)
     _state.update(operator=op, retries={}, generations={}, tasks=set())
     watches = [

@@ -84,9 +84,11 @@ class Connection:
     insecure: bool = False
     # Files made here from inline kubeconfig data (a client key among them): removed once loaded.
     temp_files: tuple[str, ...] = ()
+    # A token that can change (a rotated file, a new login on 401: login.ApiAuth), instead of `token`.
+    auth: httpx.Auth | None = None
 
     @classmethod
-    def from_kopf(cls, info: Any) -> Connection:
+    def from_kopf(cls, info: Any, *, auth: httpx.Auth | None = None) -> Connection:
         """kopf's ConnectionInfo: *_data fields are base64 as in a kubeconfig; cert/key need files."""
         ca_pem = base64.b64decode(info.ca_data).decode() if info.ca_data else None
         cert_path = (
@@ -105,8 +107,9 @@ class Connection:
             ca_path=str(info.ca_path) if info.ca_path else None,
             cert_path=str(cert_path) if cert_path else None,
             key_path=str(key_path) if key_path else None,
-            token=info.token,
+            token=None if auth is not None else info.token,
             insecure=bool(info.insecure),
+            auth=auth,
         )
 
 
@@ -131,6 +134,7 @@ class KubeApi:
         self._client = httpx.AsyncClient(
             base_url=connection.server,
             headers=headers,
+            auth=connection.auth,
             verify=verify,
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
@@ -143,6 +147,7 @@ class KubeApi:
         self._watch_client = httpx.AsyncClient(
             base_url=connection.server,
             headers=headers,
+            auth=connection.auth,
             verify=verify,
             timeout=httpx.Timeout(30.0, read=WATCH_SECONDS + 30.0),
         )

@@ -31,6 +31,13 @@ class RegistrationPublisher:
         self._settings = settings
         # What we last wrote (content digest) and why it failed, if it did.
         self._published: dict[AgentKey, tuple[str, str | None]] = {}
+        # The resourceVersion of each Agent's token Secret as last read: an edit (a rotation) republishes.
+        self._token_versions: dict[AgentKey, str] = {}
+
+    def token_changed(self, key: AgentKey, resource_version: str) -> bool:
+        """Whether the Agent's token Secret changed since its registration was last published."""
+        known = self._token_versions.get(key)
+        return known is not None and known != resource_version
 
     def forget_all(self) -> None:
         """Forget what was written (a resync re-checks every registration against the server)."""
@@ -73,6 +80,7 @@ class RegistrationPublisher:
     async def withdraw(self, key: AgentKey) -> None:
         """Delete the Agent's registration if it exists (gone already is fine)."""
         known = self._published.pop(key, None)
+        self._token_versions.pop(key, None)
         path = object_path("v1", "Secret", self._settings.oe_namespace, registration_secret_name(*key))
         if known is not None and known[1] is not None:
             return  # never written
@@ -98,6 +106,9 @@ class RegistrationPublisher:
         secret: dict[str, Any] | None = await self._api.get(
             object_path("v1", "Secret", agent.meta.namespace, token_secret_name(agent.meta.name))
         )
+        version = ((secret or {}).get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._token_versions[(agent.meta.namespace, agent.meta.name)] = str(version)
         encoded = ((secret or {}).get("data") or {}).get("token")
         return base64.b64decode(encoded).decode() if encoded else None
 
