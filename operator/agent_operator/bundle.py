@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from agent_operator.inputs import CatalogFailure, Catalogs, InputProblem, catalog_key
+from agent_operator.mcp import is_mcp, materialize_mcp_connector
 from agent_operator.models import Connector
 from agent_runtime.connectors import (
     BUNDLE_INDEX,
@@ -197,6 +198,8 @@ def materialize(
 def materialize_builtin_connector(connector: Connector) -> BuiltinConnectorDefs:
     """A built-in type's bundle file from `spec.config` and `spec.credentials`, or InputProblem naming the
     field (`spec.config.port: must be integer`)."""
+    if is_mcp(connector):  # its tools come from the recorded discovery, not from the registry
+        return materialize_mcp_connector(connector)
     name = connector.meta.name
     spec = connector.spec
     for index, credential in enumerate(spec.credentials):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import os
 import re
 import traceback
 from dataclasses import replace
@@ -41,6 +42,7 @@ import httpx
 
 from agent_operator.bundle import BUNDLE, bundle_stem
 from agent_operator.compiler import CatalogCompiler
+from agent_operator.discovery import DiscoverySettings, McpDiscovery
 from agent_operator.events import EventPoster
 from agent_operator.inputs import InputProblem, agent_references
 from agent_operator.kube import ApiError, KubeApi
@@ -91,6 +93,7 @@ class Operator:
         self.status = StatusWriter(api)
         self.events = EventPoster(api)
         self.registrations = RegistrationPublisher(api, settings.render)
+        self.discovery = McpDiscovery(api, DiscoverySettings.from_env(os.environ))
         self.agents: dict[AgentKey, dict[str, Any]] = {}
         self.connectors: dict[AgentKey, dict[str, Any]] = {}
         self.outcomes: dict[AgentKey, Outcome] = {}
@@ -328,6 +331,10 @@ class Operator:
         self, key: AgentKey, body: dict[str, Any], *, problem: InputProblem | None = None
     ) -> None:
         connector = Connector.from_body(body)
+        # An `mcp` Connector's tools: discovered now when due, else the last discovery (discovery.py).
+        mcp = await self.discovery.refresh(key, body, attempt=problem is None)
+        if mcp is not None:
+            connector = mcp.connector
         summary = None
         if problem is None:
             try:
@@ -343,6 +350,8 @@ class Operator:
             problem=problem,
             now=_now(),
         )
+        if mcp is not None:
+            status = mcp.status(status, previous=previous, generation=connector.meta.generation, now=_now())
         stored = await self.status.write("Connector", *key, previous=previous, status=status)
         if stored is not None and key in self.connectors:
             self.connectors[key] = {**self.connectors[key], "status": stored}

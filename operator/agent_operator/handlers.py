@@ -236,15 +236,45 @@ async def connector_event(event: dict[str, Any], body: Any, namespace: str, name
     if event.get("type") == "DELETED":
         op.connectors.pop(key, None)
         _state["generations"].pop(("connector", key), None)
+        op.discovery.forget(key)
     else:
         op.connectors[key] = _plain(body)
-        if _spec_unchanged("connector", key, body):
+        # Beside spec changes: a user's rediscover annotation, and newly discovered MCP tools its Agents need.
+        noticed = op.discovery.noticed(key, op.connectors[key])
+        if _spec_unchanged("connector", key, body) and not noticed:
             return
         await _guarded(op.reconcile_connector, key, what="connector")
         if event.get("type") is None:
             return  # the initial listing: every Agent reconciles on its own initial event anyway
     for agent in op.agents_using_connector(namespace, name):
         await _guarded(op.reconcile_agent, agent, what="agent")
+
+
+@kopf.on.startup()
+async def start_mcp_discovery(**_: Any) -> None:
+    """After `startup`: the periodic re-discovery of `mcp` Connectors (discovery.py), when a period is set."""
+    op = _state.get("operator")
+    if op is None:  # kopf runs startup handlers one by one; `startup` has not finished (or is retried)
+        raise kopf.TemporaryError("the operator is not started yet", delay=1)
+    if op.discovery.settings.period_seconds > 0:
+        _state.setdefault("background", []).append(asyncio.create_task(_discovery_loop(op)))
+
+
+async def _discovery_loop(op: Operator) -> None:
+    """Reconcile each `mcp` Connector whose discovery is due; its status change then reaches its Agents."""
+    settings = op.discovery.settings
+    tick = max(1.0, min(settings.period_seconds, settings.retry_seconds) / 2)
+    while True:
+        await asyncio.sleep(tick)
+        try:
+            due = [key for key, body in list(op.connectors.items()) if op.discovery.due(key, body)]
+            if due and not await _paused(op):
+                for key in due:
+                    await _guarded(op.reconcile_connector, key, what="connector")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("mcp discovery round failed; the next round runs as planned")
 
 
 # The operator's own children: a deletion or a hand edit is put back when the watch reports it.

@@ -26,6 +26,8 @@ from agent_runtime.connectors.naming import check_connector_name
 BUILTIN_FORMAT_VERSION = 1
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CANONICAL_TOOL = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+# An MCP server's tools keep the server's own name behind a per-server prefix (Decision 18).
+MCP_TOOL = re.compile(r"^mcp\.[0-9a-f]{8}\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 # Categories of a built-in tool's failure, beside the connector core's HTTP ones (auth, forbidden,
 # not_found, rate_limited, timeout, connection, client_error, server_error).
@@ -76,7 +78,7 @@ class ToolSchema(BaseModel):
     @field_validator("name")
     @classmethod
     def _canonical(cls, value: str) -> str:
-        if not CANONICAL_TOOL.match(value):
+        if not CANONICAL_TOOL.match(value) and not MCP_TOOL.match(value):
             raise ValueError("a built-in tool is named <area>.<tool> in lower case, e.g. slack.post_message")
         return value
 

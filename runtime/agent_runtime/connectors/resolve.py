@@ -91,7 +91,7 @@ def resolve_runtime_bundle(
     )
     if config is None:
         return RuntimeBundle()
-    bundle = bundle_from_agent_config(config)
+    bundle = bundle_from_agent_config(config, env=environ)
     return RuntimeBundle(
         connectors=bundle.connectors, digest=bundle.digest, source="agent_config", builtins=bundle.builtins
     )
@@ -105,8 +105,11 @@ def read_agent_config(agent_config: str | Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
-    """agent.yaml -> its connectors materialized -> the bundle (what the operator writes, byte for byte)."""
+def bundle_from_agent_config(agent_config: str | Path, *, env: Mapping[str, str] | None = None) -> Bundle:
+    """agent.yaml -> its connectors materialized -> the bundle (what the operator writes, byte for byte).
+
+    `mcp.servers` entries are discovered with `env` (default the process environment): their URLs take
+    `${VAR}` from its tenant variables and their tokens come from it."""
     config_file = Path(agent_config)
     data = read_agent_config(config_file)
     try:
@@ -136,6 +139,12 @@ def bundle_from_agent_config(agent_config: str | Path) -> Bundle:
             read_local_text(catalog_file, field=f"{entry.source} tool_defs"), connector_name=tool.name
         )
         materialized.append(materialize_connector(tool, catalog))
+    mcp = data.get("mcp")
+    if isinstance(mcp, dict) and mcp.get("servers"):
+        # Imported here: it reads agent.yaml through agent_config, which imports this module.
+        from agent_runtime.mcp_servers import mcp_server_connectors
+
+        builtins += mcp_server_connectors(config_file, env=os.environ if env is None else env)
     return build_bundle(materialized, builtins)
 
 

@@ -57,6 +57,7 @@ def test_the_oe_lists_connector_types_from_the_registry(
         "notion",
         "stripe",
         "google",
+        "mcp",
     }
     assert body["other_sources"] == ["openapi"]
     postgres = types["postgres"]

@@ -44,6 +44,7 @@ S3_TABLE = {
         "notion.append_block": True,
     },
     "webhook": {"webhook.send": True},
+    "mcp": {},  # S3's "dynamic": an MCP server's tools are discovered (Decision 18)
     "postgres": {"postgres.query": False, "postgres.execute": True},
     "mysql": {"mysql.query": False, "mysql.execute": True},
     "stripe": {"stripe.get_customer": False, "stripe.list_charges": False, "stripe.create_refund": True},

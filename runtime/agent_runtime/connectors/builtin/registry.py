@@ -87,6 +87,13 @@ def materialize_builtin(
     selects every tool the configuration offers. Raises ConnectorConfigError naming the field.
     """
     cls = connector_class(type_name)
+    if getattr(cls, "discovered_tools", False):
+        # Its tools come from the server (connectors.mcp.catalog.materialize_mcp), never from config.
+        raise ConnectorConfigError(
+            "source.type",
+            f"{type_name} connectors list their tools by discovery: declare the server under mcp.servers in "
+            "agent.yaml, or as a Connector resource the operator discovers",
+        )
     instance = cls(dict(config or {}), name=name, credentials=dict(credentials or {}))
     tools = instance.list_tools()
     if allow is not None and "*" not in allow:

@@ -1,0 +1,301 @@
+"""Discovery of a `mcp` Connector's tools at reconcile time (Decision 18), as kagent's RemoteMCPServer does.
+
+The operator asks the server (`initialize`, `tools/list` through every page) with the token from the
+Connector's Secret, and records what it found in the Connector's status: `status.discovery` holds the
+count, the names (`mcp.<id8>.<tool>`), a digest, when this list was first seen, the tools it skipped and
+why, and the catalog the bundle is built from, so no run ever needs a discovery call. A `Discovered`
+condition says how the last attempt went; a server that is down keeps the last good list in service.
+
+A discovery happens when the Connector is new to this process, when its spec changes (its generation),
+when the `agentengine.io/rediscover` annotation changes, and every `AGENT_OPERATOR_MCP_DISCOVERY_SECONDS`
+(default 600; 0: never on a period); after a failure, again after `AGENT_OPERATOR_MCP_RETRY_SECONDS` (30).
+The token is read from the Secret for the call only: it is never logged, stored or put in a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_operator.kube import ApiError, KubeApi, object_path
+from agent_operator.mcp import (
+    DISCOVERED,
+    DISCOVERY_KEY,
+    REDISCOVER_ANNOTATION,
+    is_mcp,
+    recorded,
+)
+from agent_operator.models import Connector
+from agent_operator.status import Condition, merge_conditions
+from agent_runtime.connectors.framework import BuiltinToolError, ConnectorConfigError
+from agent_runtime.connectors.mcp.catalog import catalog_digest, select, server_id, tool_name, usable
+from agent_runtime.connectors.mcp.client import McpClient
+from agent_runtime.connectors.transport import tls_context
+
+log = logging.getLogger("agent_operator")
+AttemptKey = tuple[str, str]  # namespace, name
+
+
+@dataclass(frozen=True)
+class DiscoverySettings:
+    period_seconds: float = 600.0
+    retry_seconds: float = 30.0
+    timeout_seconds: float = 15.0
+    max_catalog_bytes: int = 512 * 1024  # the status holds the catalog; etcd holds objects up to 1.5 MiB
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> DiscoverySettings:
+        """AGENT_OPERATOR_MCP_* variables; ValueError naming the variable when one is not a number."""
+        values: dict[str, Any] = {}
+        for variable, name in (
+            ("AGENT_OPERATOR_MCP_DISCOVERY_SECONDS", "period_seconds"),
+            ("AGENT_OPERATOR_MCP_RETRY_SECONDS", "retry_seconds"),
+            ("AGENT_OPERATOR_MCP_TIMEOUT_SECONDS", "timeout_seconds"),
+        ):
+            if raw := env.get(variable, "").strip():
+                try:
+                    values[name] = float(raw)
+                except ValueError:
+                    raise ValueError(f"{variable}={raw!r}: write a number of seconds") from None
+                if values[name] < 0:
+                    raise ValueError(f"{variable}={raw!r}: write 0 or more seconds")
+        return cls(**values)
+
+
+@dataclass
+class _Attempt:
+    fingerprint: tuple[str, int, str]  # uid, generation, rediscover annotation
+    at: float  # monotonic
+    ok: bool
+    condition: Condition
+    record: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class DiscoveryOutcome:
+    """What a reconcile merges into the Connector's status: the record and the Discovered condition."""
+
+    record: dict[str, Any] | None
+    condition: Condition
+    connector: Connector = field(compare=False)
+
+    def status(
+        self, status: Mapping[str, Any], *, previous: Mapping[str, Any], generation: int, now: str
+    ) -> dict[str, Any]:
+        """`status` (as connector_status made it) with `discovery` and the Discovered condition added."""
+        before = [c for c in previous.get("conditions") or [] if c.get("type") == DISCOVERED]
+        merged = merge_conditions(before, [self.condition], generation=generation, now=now)
+        out = {**status, "conditions": [*status.get("conditions", []), *merged]}
+        if self.record is not None:
+            out[DISCOVERY_KEY] = self.record
+        return out
+
+
+class McpDiscovery:
+    """Discovers, remembers when it last tried each Connector, and says when the next try is due."""
+
+    def __init__(self, api: KubeApi, settings: DiscoverySettings | None = None) -> None:
+        self.api = api
+        self.settings = settings or DiscoverySettings()
+        self.attempts: dict[AttemptKey, _Attempt] = {}
+        self._seen: dict[AttemptKey, tuple[str, str]] = {}
+
+    @staticmethod
+    def fingerprint(body: Mapping[str, Any]) -> tuple[str, int, str]:
+        meta = body.get("metadata") or {}
+        annotation = (meta.get("annotations") or {}).get(REDISCOVER_ANNOTATION, "")
+        return (str(meta.get("uid", "")), int(meta.get("generation") or 0), str(annotation))
+
+    def due(self, key: AttemptKey, body: Mapping[str, Any], *, now: float | None = None) -> bool:
+        """Whether `body` (an `mcp` Connector) needs a discovery now."""
+        spec = body.get("spec") or {}
+        if (spec.get("source") or {}).get("type") != "mcp":
+            return False
+        last = self.attempts.get(key)
+        if last is None or last.fingerprint != self.fingerprint(body):
+            return True
+        elapsed = (time.monotonic() if now is None else now) - last.at
+        if not last.ok:
+            return elapsed >= self.settings.retry_seconds
+        return self.settings.period_seconds > 0 and elapsed >= self.settings.period_seconds
+
+    def noticed(self, key: AttemptKey, body: Mapping[str, Any]) -> bool:
+        """For the watch: True when the rediscover annotation or the recorded tools changed since the last
+        event seen (a status-only change the Connector's Agents must follow, or a user's request)."""
+        meta = body.get("metadata") or {}
+        annotation = str((meta.get("annotations") or {}).get(REDISCOVER_ANNOTATION, ""))
+        digest = str(((body.get("status") or {}).get(DISCOVERY_KEY) or {}).get("digest", ""))
+        before = self._seen.get(key)
+        self._seen[key] = (annotation, digest)
+        return before is not None and before != (annotation, digest)
+
+    def forget(self, key: AttemptKey) -> None:
+        self.attempts.pop(key, None)
+        self._seen.pop(key, None)
+
+    async def refresh(
+        self, key: AttemptKey, body: Mapping[str, Any], *, attempt: bool = True
+    ) -> DiscoveryOutcome | None:
+        """The Connector's discovery for this reconcile: a new one when due (and `attempt`), else the last.
+        None for a Connector of another type."""
+        connector = Connector.from_body(dict(body))
+        if not is_mcp(connector):
+            return None
+        previous = recorded(connector.status)
+        if attempt and self.due(key, body):
+            outcome = await self._discover(connector, previous)
+            ok = outcome.condition.status == "True"
+            self.attempts[key] = _Attempt(
+                fingerprint=self.fingerprint(body),
+                at=time.monotonic(),
+                ok=ok,
+                condition=outcome.condition,
+                record=outcome.record,
+            )
+            return outcome
+        last = self.attempts.get(key)
+        if last is not None and last.fingerprint == self.fingerprint(body):
+            record = last.record if last.record is not None else previous
+            return _outcome(connector, record, last.condition)
+        condition = _previous_condition(connector.status) or Condition(
+            DISCOVERED, "Unknown", "NotAttempted", "the operator has not asked the server for its tools yet"
+        )
+        return _outcome(connector, previous, condition)
+
+    async def _discover(self, connector: Connector, previous: dict[str, Any] | None) -> DiscoveryOutcome:
+        name = connector.meta.name
+        try:
+            token = await self._token(connector)
+            config = connector.spec.config
+            url = config.get("url")
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise _Failed("ConfigInvalid", "spec.config.url must be the server's http:// or https:// URL")
+            timeout = float(config.get("timeout_s") or self.settings.timeout_seconds)
+            client = McpClient(
+                url,
+                timeout_s=min(timeout, self.settings.timeout_seconds),
+                ssl_context=tls_context(None, env={}, connector=name),
+                provider="the MCP server",
+                max_connections=2,
+            )
+            try:
+                found = await client.list_tools(token=token)
+                await client.close_session(token=token)
+            finally:
+                await client.aclose()
+            id8 = server_id(connector.meta.uid)
+            kept, skipped = usable(found.tools, id8=id8)
+            chosen = select(kept, id8=id8, allow=connector.spec.expose.allow)
+        except _Failed as failure:
+            return self._failed(connector, previous, failure.reason, failure.message)
+        except BuiltinToolError as exc:
+            reason = "ServerUnreachable" if exc.category in ("connection", "timeout") else "ServerRefused"
+            return self._failed(connector, previous, reason, f"{exc.category}: {exc.explanation}")
+        except ConnectorConfigError as exc:
+            reason = "ExposeAllowUnknown" if exc.field == "expose.allow" else "ConfigInvalid"
+            where = exc.field if exc.field.startswith("metadata.") else f"spec.{exc.field}"
+            return self._failed(connector, previous, reason, f"{where}: {exc.problem}")
+        catalog = [t.model_dump(mode="json", by_alias=True) for t in chosen]
+        size = len(json.dumps(catalog, separators=(",", ":")).encode())
+        if size > self.settings.max_catalog_bytes:
+            return self._failed(
+                connector,
+                previous,
+                "DiscoveryTooLarge",
+                f"the server's tools take {size} bytes, over {self.settings.max_catalog_bytes}; list only "
+                "the tools the agents need in spec.expose.allow",
+            )
+        digest = catalog_digest(chosen)
+        now = _now()
+        same = previous is not None and previous.get("digest") == digest
+        record = {
+            "toolCount": len(chosen),
+            "tools": [tool_name(id8, t.name) for t in chosen],
+            "digest": digest,
+            "discoveredAt": previous.get("discoveredAt", now) if same and previous else now,
+            "server": {k: v for k, v in found.server_info.items() if k in ("name", "version")},
+            "protocolVersion": found.protocol_version,
+            "skipped": [s.model_dump() for s in skipped[:50]],
+            "catalog": catalog,
+        }
+        if not same:
+            log.info(
+                "mcp tools discovered",
+                extra={"connector": name, "namespace": connector.meta.namespace, "tools": len(chosen)},
+            )
+        message = f"{len(chosen)} tools discovered" + (f", {len(skipped)} skipped" if skipped else "")
+        return _outcome(connector, record, Condition(DISCOVERED, "True", "Discovered", message))
+
+    def _failed(
+        self, connector: Connector, previous: dict[str, Any] | None, reason: str, detail: str
+    ) -> DiscoveryOutcome:
+        if previous is not None:
+            kept = (
+                f"the last good list ({previous.get('toolCount', 0)} tools, discovered at "
+                f"{previous.get('discoveredAt', '?')}) stays in service"
+            )
+        else:
+            kept = "no tools are in service until a discovery succeeds"
+        message = f"discovering the MCP server's tools failed: {detail}; {kept}; the operator tries again"
+        log.warning(
+            "mcp discovery failed",
+            extra={"connector": connector.meta.name, "namespace": connector.meta.namespace, "reason": reason},
+        )
+        return _outcome(connector, previous, Condition(DISCOVERED, "False", reason, message[:1000]))
+
+    async def _token(self, connector: Connector) -> str | None:
+        """The `token` credential's value, read for this discovery only; None when it has none."""
+        credential = next((c for c in connector.spec.credentials if c.field == "token"), None)
+        if credential is None:
+            return None
+        ref = credential.secret_key_ref
+        where = f"spec.credentials[token].secretKeyRef: Secret {ref.name!r}"
+        try:
+            body = await self.api.get(object_path("v1", "Secret", connector.meta.namespace, ref.name))
+        except ApiError as exc:
+            raise _Failed("TokenUnreadable", f"{where} cannot be read (HTTP {exc.status})") from None
+        if body is None:
+            raise _Failed("TokenMissing", f"{where} does not exist; create it or fix the name")
+        data = body.get("data") or {}
+        if ref.key not in data:
+            raise _Failed("TokenMissing", f"{where} has no key {ref.key!r}; add it or fix secretKeyRef.key")
+        try:
+            return base64.b64decode(data[ref.key], validate=True).decode("utf-8").strip() or None
+        except (binascii.Error, UnicodeDecodeError):
+            raise _Failed("TokenInvalid", f"{where} key {ref.key!r} is not UTF-8 text") from None
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _outcome(connector: Connector, record: dict[str, Any] | None, condition: Condition) -> DiscoveryOutcome:
+    status = dict(connector.status)
+    if record is not None:
+        status[DISCOVERY_KEY] = record
+    else:
+        status.pop(DISCOVERY_KEY, None)
+    updated = connector.model_copy(update={"status": status})
+    return DiscoveryOutcome(record=record, condition=condition, connector=updated)
+
+
+def _previous_condition(status: Mapping[str, Any]) -> Condition | None:
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == DISCOVERED), None)
+    if old is None:
+        return None
+    return Condition(DISCOVERED, old.get("status", "Unknown"), old.get("reason", ""), old.get("message", ""))
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
