@@ -98,7 +98,8 @@ def _source(cluster: ControlPlane, namespace: str, credentials: Credentials) -> 
         namespace=namespace,
         token_path=credentials.token_path,
         ca_path=credentials.ca_path,
-        registry=Registry(),
+        # No grace period: a replaced token stops working at once (rotation with grace: test_token_rotation).
+        registry=Registry(grace_s=0),
         backoff_initial_s=0.2,
     )
 
