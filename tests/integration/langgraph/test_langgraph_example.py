@@ -152,7 +152,8 @@ def test_the_langgraph_agent_runs_tools_waits_for_approval_and_resumes_without_d
     audit = platform.audit(execution_id)
     resumed_at = next(i for i, record in enumerate(audit) if record["kind"] == "resume")
     calls = [(r["kind"], r["step"], r["tool"]) for r in audit if r["kind"] in ("tool", "llm")]
-    assert calls[:5] == [
+    # Steps 2 and 3 run at once (one model answer, two tool calls): their records come in finishing order.
+    assert sorted(calls[:5], key=lambda call: call[1]) == [
         ("llm", 1, "invoke_llm"),
         ("tool", 2, "word_count"),
         ("tool", 2, "word_count"),  # the local body's reported result
