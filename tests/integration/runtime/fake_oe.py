@@ -21,6 +21,7 @@ from typing import Any
 import uvicorn
 
 from agent_runtime.protocol import (
+    AGENT_SUSPEND,
     INVOKE_LLM,
     OE_CALLBACK_PATH,
     OE_TOOL_EXECUTE_PATH,
@@ -101,6 +102,9 @@ class FakeOEApp:
             return ToolExecuteAnswer(step=request.step, proceed=True, status="success", result=message)
         if request.tool in self.local_tools:
             return ToolExecuteAnswer(step=request.step, proceed=True, route_to="callback")
+        if request.tool == AGENT_SUSPEND:
+            # The real OE holds an agent-level suspension at its step and answers `suspend` with what it asks.
+            return ToolExecuteAnswer(step=request.step, proceed=True, status="suspend", result=request.args)
         result = {"tool": request.tool, "args": request.args}
         return ToolExecuteAnswer(step=request.step, proceed=True, status="success", result=result)
 

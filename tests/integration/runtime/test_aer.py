@@ -142,7 +142,12 @@ def test_http_edges(aer: Component, oe: RunningFakeOE) -> None:
     assert _execute(aer, "ex-resume", task={}, resume=True)[0] == 202
     callbacks = {c["execution_id"]: c for c in oe.wait_for_callbacks(3)}
     assert callbacks["ex-suspend"]["status"] == "SUSPENDED"
-    assert callbacks["ex-suspend"]["metadata"] == {"reason": "needs a human", "payload": {"draft": "draft 1"}}
+    assert callbacks["ex-suspend"]["metadata"] == {
+        "reason": "needs a human",
+        "payload": {"draft": "draft 1"},
+        "step": 1,  # an agent-level app.suspend is a step of its own, held by the OE
+        "tool": "app.suspend",
+    }
     assert callbacks["ex-resume"]["result"] == {"echo": {}, "resume": True}
     assert callbacks["ex-slow"]["status"] == "COMPLETED"
     with aer.client(timeout=10) as client:

@@ -104,11 +104,12 @@ def test_invoke_llm_runs_the_models_the_entrypoint_registered(
     messages = [{"type": "system", "content": "be brief"}, {"type": "human", "content": "hello"}]
     peer.push(Turn.answer("hello from the peer"), Turn.error(401))
     with pod.client(timeout=30) as client:
+        steps = iter(range(1, 100))
 
         def invoke(**body: object) -> dict[str, object]:
-            response = client.post(
-                "/invoke_llm", json={"messages": messages, "execution_id": "ex", "step": 3, **body}
-            )
+            # A new step each time: the same (execution, step) is answered from the Tool Pod's memory.
+            call = {"messages": messages, "execution_id": "ex", "step": next(steps), **body}
+            response = client.post("/invoke_llm", json=call)
             assert response.status_code == 200
             return response.json()
 
