@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from agent_operator.inputs import CatalogFailure, Catalogs, InputProblem, catalog_key
+from agent_operator.inputs import CatalogFailure, Catalogs, InputProblem, catalog_key, connector_ca_env
 from agent_operator.mcp import is_mcp, materialize_mcp_connector
 from agent_operator.models import Connector
 from agent_runtime.connectors import (
@@ -134,6 +134,7 @@ def materialize(
             message=f"Connector {name}: spec.auth.env {auth.env!r} is a platform variable name; "
             "choose another, e.g. " + f"{name.upper().replace('-', '_')}_TOKEN",
         )
+    tls_yaml = _tls_yaml(connector, config_maps)
     data = config_maps.get(ref.name)
     if data is None:
         raise InputProblem(
@@ -186,6 +187,7 @@ def materialize(
                 "source": {"type": connector.spec.source.type, "base_url": connector.spec.source.base_url},
                 "expose": {"allow": list(allow)},
                 "auth": auth_yaml,
+                "tls": tls_yaml,
             }
         )
         return materialize_connector(tool_yaml, catalog)
@@ -193,6 +195,73 @@ def materialize(
         raise InputProblem(
             reason="ConnectorInvalid", condition=BUNDLE, message=f"Connector {name}: {_describe(exc)}"
         ) from exc
+
+
+def _tls_yaml(
+    connector: Connector, config_maps: Mapping[str, Mapping[str, str] | None]
+) -> dict[str, str] | None:
+    """tool.yaml's `tls` for spec.tls (the CA arrives in the Tool Pod as connector_ca_env), or InputProblem
+    naming the field. A Secret's key is checked with the Agent's other Secrets (it is not read here)."""
+    tls = connector.spec.tls
+    if tls is None:
+        return None
+    name = connector.meta.name
+    if not (connector.spec.source.base_url or "").startswith("https://"):
+        raise InputProblem(
+            reason="TlsInvalid",
+            condition=BUNDLE,
+            message=f"Connector {name}: spec.tls applies only to an https spec.source.baseUrl; use the "
+            "provider's https URL or remove spec.tls",
+        )
+    if (tls.ca_config_map_key_ref is None) == (tls.ca_secret_key_ref is None):
+        raise InputProblem(
+            reason="TlsInvalid",
+            condition=BUNDLE,
+            message=f"Connector {name}: spec.tls needs exactly one of caConfigMapKeyRef or caSecretKeyRef",
+        )
+    env = connector_ca_env(name)
+    if is_platform_env(env):
+        raise InputProblem(
+            reason="TlsInvalid",
+            condition=BUNDLE,
+            message=f"Connector {name}: its CA would reach the Tool Pod as {env}, a platform variable name; "
+            "recreate the Connector under another name to use spec.tls",
+        )
+    ref = tls.ca_config_map_key_ref
+    if ref is not None:
+        where = f"Connector {name}: spec.tls.caConfigMapKeyRef"
+        data = config_maps.get(ref.name)
+        if data is None:
+            raise InputProblem(
+                reason="CaMissing",
+                condition=BUNDLE,
+                message=f"{where}.name: ConfigMap {ref.name!r} does not exist; create it or fix the name",
+            )
+        if not data.get(ref.key, "").strip():
+            known = ", ".join(sorted(data)) or "none"
+            raise InputProblem(
+                reason="CaKeyMissing",
+                condition=BUNDLE,
+                message=f"{where}.key: ConfigMap {ref.name!r} has no (non-empty) key {ref.key!r} "
+                f"(keys: {known})",
+            )
+    return {"ca_env": env}
+
+
+def connector_ca_values(
+    connectors: Sequence[Connector], config_maps: Mapping[str, Mapping[str, str] | None]
+) -> list[tuple[str, str]]:
+    """(variable, PEM text) for each Connector whose spec.tls CA is in a ConfigMap: the Tool Pod's plain
+    env (a CA is no secret, and a changed CA changes the pod template, so the Tool Pod rolls). Call after
+    materialize, which reports a missing ConfigMap or key."""
+    values: list[tuple[str, str]] = []
+    for connector in connectors:
+        tls = connector.spec.tls
+        if tls is None or tls.ca_config_map_key_ref is None:
+            continue
+        ref = tls.ca_config_map_key_ref
+        values.append((connector_ca_env(connector.meta.name), (config_maps.get(ref.name) or {})[ref.key]))
+    return values
 
 
 def materialize_builtin_connector(connector: Connector) -> BuiltinConnectorDefs:

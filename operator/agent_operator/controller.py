@@ -429,6 +429,13 @@ def _scrub(text: str) -> str:
 
 def _connector_refs(body: dict[str, Any], kind: str) -> set[str]:
     spec = body.get("spec") or {}
+    tls = spec.get("tls") or {}
     if kind == "ConfigMap":
-        return {((spec.get("catalog") or {}).get("configMapKeyRef") or {}).get("name", "")}
-    return {((spec.get("auth") or {}).get("secretKeyRef") or {}).get("name", "")}
+        return {
+            ((spec.get("catalog") or {}).get("configMapKeyRef") or {}).get("name", ""),
+            (tls.get("caConfigMapKeyRef") or {}).get("name", ""),
+        }
+    return {
+        ((spec.get("auth") or {}).get("secretKeyRef") or {}).get("name", ""),
+        (tls.get("caSecretKeyRef") or {}).get("name", ""),
+    }

@@ -66,6 +66,12 @@ class References:
     secrets: frozenset[str] = frozenset()
 
 
+def connector_ca_env(connector_name: str) -> str:
+    """The Tool Pod variable a Connector's spec.tls CA (PEM text) arrives under, and its tool.yaml's
+    `tls.ca_env`: TLS_CA_<NAME>, the name upper-cased with '-' as '_' (never a platform prefix)."""
+    return "TLS_CA_" + connector_name.upper().replace("-", "_")
+
+
 def component_secret_refs(
     agent: Agent, connectors: Mapping[str, Connector | None]
 ) -> dict[str, list[tuple[str, SecretKeyRef]]]:
@@ -82,6 +88,9 @@ def component_secret_refs(
             tool.append((auth.env, auth.secret_key_ref))
         if connector is not None:
             tool += [(c.env, c.secret_key_ref) for c in connector.spec.credentials]
+            tls = connector.spec.tls
+            if tls is not None and tls.ca_secret_key_ref is not None:
+                tool.append((connector_ca_env(name), tls.ca_secret_key_ref))
     tool += [(c.name, c.secret_key_ref) for c in spec.components.tool.secret_env]
     memory: list[tuple[str, SecretKeyRef]] = []
     if spec.components.memory.enabled:
@@ -98,6 +107,13 @@ def agent_references(agent: Agent, connectors: Mapping[str, Connector | None]) -
         c.spec.catalog.config_map_key_ref.name
         for name in agent.spec.connectors
         if (c := connectors.get(name)) is not None and c.spec.catalog is not None
+    }
+    config_maps |= {
+        c.spec.tls.ca_config_map_key_ref.name
+        for name in agent.spec.connectors
+        if (c := connectors.get(name)) is not None
+        and c.spec.tls is not None
+        and c.spec.tls.ca_config_map_key_ref is not None
     }
     secrets = {ref.name for refs in component_secret_refs(agent, connectors).values() for _, ref in refs}
     return References(

@@ -95,6 +95,13 @@ class ConnectorCredential(Spec):
     secret_key_ref: SecretKeyRef
 
 
+class ConnectorTls(Spec):
+    """The provider's CA (PEM) from exactly one of a ConfigMap key or a Secret key (the CRD's rule)."""
+
+    ca_config_map_key_ref: ConfigMapKeyRef | None = None
+    ca_secret_key_ref: SecretKeyRef | None = None
+
+
 class ConnectorSpec(Spec):
     source: ConnectorSource
     catalog: ConnectorCatalog | None = None  # openapi only
@@ -102,6 +109,7 @@ class ConnectorSpec(Spec):
     auth: ConnectorAuth | None = None  # openapi only
     config: dict[str, Any] = Field(default_factory=dict)  # built-in types: checked against the type's schema
     credentials: tuple[ConnectorCredential, ...] = ()  # built-in types
+    tls: ConnectorTls | None = None  # openapi with an https base URL only
 
     @property
     def is_builtin(self) -> bool:

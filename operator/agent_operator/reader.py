@@ -65,6 +65,14 @@ class InputReader:
             return ConnectorInputs(config_maps={}, catalogs={})
         ref = connector.spec.catalog.config_map_key_ref
         config_maps = {ref.name: await self.config_map(connector.meta.namespace, ref.name)}
+        tls = connector.spec.tls
+        if (
+            tls is not None
+            and tls.ca_config_map_key_ref is not None
+            and tls.ca_config_map_key_ref.name not in config_maps
+        ):
+            ca = tls.ca_config_map_key_ref.name
+            config_maps[ca] = await self.config_map(connector.meta.namespace, ca)
         return ConnectorInputs(config_maps=config_maps, catalogs=await self._compile(connector, config_maps))
 
     async def _compile(

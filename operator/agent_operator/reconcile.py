@@ -14,13 +14,20 @@ from dataclasses import dataclass
 from agent_operator.bundle import (
     BUNDLE,
     RenderedBundle,
+    connector_ca_values,
     egress_ports,
     materialize,
     render_bundle,
     url_problem,
 )
 from agent_operator.imageref import image_reference_problem
-from agent_operator.inputs import AgentInputs, Catalogs, InputProblem, component_secret_refs
+from agent_operator.inputs import (
+    AgentInputs,
+    Catalogs,
+    InputProblem,
+    component_secret_refs,
+    connector_ca_env,
+)
 from agent_operator.models import Connector
 from agent_operator.render import Desired, enabled_components, provider_ports, render_objects
 from agent_operator.settings import RenderSettings
@@ -97,6 +104,8 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
             )
         connectors.append(connector)
     definitions = [materialize(c, inputs.config_maps, inputs.catalogs) for c in connectors]
+    _check_ca_secrets(inputs, connectors)
+    ca_values = connector_ca_values(connectors, inputs.config_maps)
 
     secret_env = component_secret_refs(agent, inputs.connectors)
     versions: dict[str, str] = {}
@@ -116,7 +125,8 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
                     f"add the key or fix secretKeyRef.key",
                 )
             versions[ref.name] = meta.resource_version
-        _check_env_conflicts(inputs, component, [name for name, _ in secret_env[component]])
+        plain = [name for name, _ in ca_values] if component == "tool" else []
+        _check_env_conflicts(inputs, component, [name for name, _ in secret_env[component]] + plain)
 
     bundle = render_bundle(
         agent_name=agent.meta.name,
@@ -129,6 +139,7 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         bundle=bundle,
         secret_env=secret_env,
         secret_versions=versions,
+        tool_env=ca_values,
         provider_ports=sorted(
             set(provider_ports([c.spec.source.base_url for c in connectors if c.spec.source.base_url]))
             | set(egress_ports(definitions))
@@ -147,3 +158,27 @@ def _check_env_conflicts(inputs: AgentInputs, component: str, secret_names: list
             message=f"{component}: environment variables {duplicated} are set twice (component env, "
             "secretEnv, llm.credentials or a Connector's auth.env); give each a distinct name",
         )
+
+
+def _check_ca_secrets(inputs: AgentInputs, connectors: list[Connector]) -> None:
+    """A spec.tls.caSecretKeyRef that names no Secret or key: reported on the Connector's field."""
+    for connector in connectors:
+        ref = connector.spec.tls.ca_secret_key_ref if connector.spec.tls else None
+        if ref is None:
+            continue
+        where = f"Connector {connector.meta.name}: spec.tls.caSecretKeyRef"
+        meta = inputs.secrets.get(ref.name)
+        if meta is None:
+            raise InputProblem(
+                reason="CaMissing",
+                condition=BUNDLE,
+                message=f"{where}.name: Secret {ref.name!r} does not exist in namespace "
+                f"{inputs.agent.meta.namespace}; create it or fix the name",
+            )
+        if ref.key not in meta.keys:
+            raise InputProblem(
+                reason="CaKeyMissing",
+                condition=BUNDLE,
+                message=f"{where}.key: Secret {ref.name!r} has no key {ref.key!r} (for "
+                f"{connector_ca_env(connector.meta.name)}); add the key or fix the reference",
+            )

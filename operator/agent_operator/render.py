@@ -124,6 +124,7 @@ def render_objects(
     secret_versions: Mapping[str, str],
     provider_ports: Sequence[int],
     settings: RenderSettings,
+    tool_env: Sequence[tuple[str, str]] = (),
 ) -> list[Desired]:
     """Every child object, each stamped with the hash of its own content."""
     name = agent.meta.name
@@ -143,6 +144,7 @@ def render_objects(
                     component,
                     bundle=bundle,
                     secret_env=secret_env.get(component, ()),
+                    plain_env=tool_env if component == "tool" else (),
                     checksum=secrets_checksum(secret_env.get(component, ()), secret_versions),
                     settings=settings,
                 )
@@ -260,11 +262,13 @@ def _container_env(
     settings: RenderSettings,
     *,
     bundle_digest: str,
+    plain_env: Sequence[tuple[str, str]] = (),
 ) -> list[dict[str, Any]]:
     env = _platform_env(agent, component, settings)
     if component in ("aer", "tool"):  # the runtime refuses a mounted bundle with another digest
         env.append({"name": contract.BUNDLE_DIGEST_ENV, "value": bundle_digest})
     env += [{"name": e.name, "value": e.value} for e in component_spec(agent, component).env]
+    env += [{"name": env_name, "value": value} for env_name, value in plain_env]
     env += [
         {"name": env_name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for env_name, ref in secret_env
@@ -278,6 +282,7 @@ def _deployment(
     *,
     bundle: RenderedBundle,
     secret_env: Sequence[tuple[str, SecretKeyRef]],
+    plain_env: Sequence[tuple[str, str]] = (),
     checksum: str,
     settings: RenderSettings,
 ) -> dict[str, Any]:
@@ -321,7 +326,9 @@ def _deployment(
         "image": agent.spec.image,
         "imagePullPolicy": agent.spec.image_pull_policy,
         "command": list(contract.IMAGE_COMMAND),
-        "env": _container_env(agent, component, secret_env, settings, bundle_digest=bundle.digest),
+        "env": _container_env(
+            agent, component, secret_env, settings, bundle_digest=bundle.digest, plain_env=plain_env
+        ),
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": contract.READY_PATH, "port": "http"},
