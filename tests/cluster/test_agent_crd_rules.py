@@ -65,3 +65,51 @@ def test_a_valid_policy_and_endpoint_are_stored_with_defaults_and_explained(
     assert stored["spec"]["tools"]["sensitive"] == "approve"
     explained = cluster.kubectl("explain", "agents.spec.tools.requireApproval").stdout
     assert "wait for a human" in explained
+
+
+def _connector(name: str, *, base_url: str, tls: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Connector",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"type": "openapi", "baseUrl": base_url},
+            "catalog": {"configMapKeyRef": {"name": "doc", "key": "openapi.yaml"}},
+            "tls": tls,
+        },
+    }
+
+
+CA = {"caConfigMapKeyRef": {"name": "ca", "key": "ca.crt"}}
+
+
+@pytest.mark.parametrize(
+    ("base_url", "tls", "message"),
+    [
+        ("https://api.internal", {**CA, "caSecretKeyRef": {"name": "ca", "key": "ca.crt"}}, "exactly one"),
+        ("https://api.internal", {}, "exactly one"),
+        ("http://api.internal", CA, "https"),
+    ],
+)
+def test_connector_tls_names_exactly_one_ca_for_an_https_api(
+    cluster: ControlPlane,
+    cluster_namespace: str,
+    crds: None,
+    base_url: str,
+    tls: dict[str, object],
+    message: str,
+) -> None:
+    with cluster.api_client() as admin:
+        custom = client.CustomObjectsApi(admin)
+        with pytest.raises(ApiException) as refused:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, cluster_namespace, "connectors", _connector("bad", base_url=base_url, tls=tls)
+            )
+        assert refused.value.status == 422 and message in refused.value.body
+        custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            cluster_namespace,
+            "connectors",
+            _connector("good", base_url="https://api.internal", tls=CA),
+        )
