@@ -1,4 +1,4 @@
-"""LangGraph fixtures: one FerretDB for the session (the MongoDB wire protocol, over SQLite), an LLM peer."""
+"""LangGraph fixtures: an LLM peer (FerretDB comes from tests/integration/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.ferretdb import FerretDBUnavailable, running_ferretdb
 from tests.integration.loop.harness import LLM_KEY
 from tests.providers.llm_peer import RunningLLMPeer, running_llm_peer
-
-
-@pytest.fixture(scope="session")
-def ferretdb_uri() -> Iterator[str]:
-    """A FerretDB on 127.0.0.1 for the whole session; fails, never skips, without go."""
-    try:
-        with running_ferretdb() as uri:
-            yield uri
-    except FerretDBUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def two_agents(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple
     if request.param == "sqlite":
         shared = {"MEMORY_STORE_TYPE": "sqlite", "MEMORY_SQLITE_PATH": str(tmp_path / "shared.db")}
     else:
-        uri = request.getfixturevalue("memory_ferretdb_uri")
+        uri = request.getfixturevalue("ferretdb_uri")
         shared = {
             "MEMORY_STORE_TYPE": "mongodb",
             "MEMORY_MONGODB_URI": uri,

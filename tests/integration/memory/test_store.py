@@ -14,7 +14,7 @@ from agent_runtime.memory.store.base import MemoryStore
 from agent_runtime.memory.store.sqlite import SqliteStore
 from agent_runtime.memory.vectors import Vector, normalized
 from agent_runtime.memory.wire import Kind
-from tests.integration.memory.conftest import Backend
+from tests.integration.stores import Backend
 
 T0 = 1_760_000_000.123456
 WS = "team-a.echo"

@@ -9,7 +9,7 @@ from agent_runtime.oe.drains import DrainCaller
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.store import ExecutionRecord, Store, drain_key
 from agent_runtime.protocol import ExecutionState
-from tests.integration.oe.conftest import Backend
+from tests.integration.stores import Backend
 
 NOW = 1_760_000_000.0
 REG = AgentRegistration(

@@ -27,7 +27,7 @@ from agent_runtime.oe.store import (
 )
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
 from tests.conftest import REPO_ROOT
-from tests.integration.oe.conftest import Backend
+from tests.integration.stores import Backend
 
 T0 = 1_760_000_000.123456  # a fixed epoch with sub-second digits that must survive every round trip
 S = ExecutionState

@@ -1,0 +1,22 @@
+"""Fixtures shared by the integration tier: one FerretDB for the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.ferretdb import FerretDBUnavailable, running_ferretdb
+
+
+@pytest.fixture(scope="session")
+def ferretdb_uri() -> Iterator[str]:
+    """A FerretDB (SQLite backend) on 127.0.0.1 for the whole session; fails, never skips, without go.
+
+    Tests keep apart by database name (one per test), so every store suite shares this one server.
+    """
+    try:
+        with running_ferretdb() as uri:
+            yield uri
+    except FerretDBUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
