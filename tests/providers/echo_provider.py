@@ -36,9 +36,6 @@ from urllib.parse import parse_qsl
 
 import uvicorn
 
-from tests.providers.asgi import lifespan as _lifespan
-from tests.providers.asgi import read_body as _read_body
-
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -202,6 +199,25 @@ def echo_document(scope: Scope, body: bytes) -> dict[str, Any]:
         "form": [list(p) for p in form] if form is not None else None,
         "json": parsed_json,
     }
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
 
 
 async def _start(

@@ -41,9 +41,6 @@ from typing import Any
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field
 
-from tests.providers.asgi import lifespan as _lifespan
-from tests.providers.asgi import read_body as _read_body
-
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -422,6 +419,25 @@ async def _sleep_unless_gone(receive: Receive, seconds: float) -> bool:
         return not gone.done()
     finally:
         gone.cancel()
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
 
 
 async def _start(send: Send, status: int, content_type: bytes, headers: list[tuple[bytes, bytes]]) -> None:
