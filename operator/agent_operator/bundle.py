@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from agent_operator.inputs import CatalogFailure, Catalogs, InputProblem, catalog_key, connector_ca_env
 from agent_operator.mcp import is_mcp, materialize_mcp_connector
 from agent_operator.models import Connector
+from agent_operator.shared import PREFIX
 from agent_runtime.connectors import (
     BUNDLE_INDEX,
     ToolDefinitions,
@@ -331,7 +332,6 @@ def catalog_failure_message(where: str, config_map: str, key: str, failure: Cata
 
 def render_bundle(
     *,
-    agent_name: str,
     connectors: Sequence[ToolDefinitions | BuiltinConnectorDefs],
     budget_bytes: int,
     max_parts: int,
@@ -373,7 +373,7 @@ def render_bundle(
             f"{budget_bytes} bytes; list only the operations the agent needs in spec.expose.allow of the "
             "largest Connectors (the bundle holds only those)",
         )
-    stem = f"{agent_name}-bundle-{bundle.digest[:12]}"
+    stem = f"{PREFIX}-bundle-{bundle.digest[:12]}"  # shared by every Agent of the namespace with this bundle
     names = [stem] if len(groups) == 1 else [f"{stem}-{i}" for i in range(len(groups))]
     return RenderedBundle(
         digest=bundle.digest,
@@ -406,7 +406,8 @@ def _pack(files: Mapping[str, str], *, budget_bytes: int) -> list[dict[str, str]
 
 
 def bundle_stem(name: str) -> tuple[str, str] | None:
-    """(stem, digest prefix) of a bundle ConfigMap name `<agent>-bundle-<digest12>[-<part>]`, or None."""
+    """(stem, digest prefix) of a bundle ConfigMap name `agent-engine-bundle-<digest12>[-<part>]` (or, from
+    operators before bundles were shared, `<agent>-bundle-...`), or None."""
     match = _BUNDLE_NAME.match(name)
     if match is None:
         return None

@@ -52,6 +52,7 @@ from agent_operator.reader import ABSENT, InputReader
 from agent_operator.reconcile import plan_agent, summarize_connector
 from agent_operator.render import AGENT_LABEL, MANAGED_BY, ROLE_LABEL
 from agent_operator.settings import OperatorSettings
+from agent_operator.shared import SHARED_LABEL
 from agent_operator.status import (
     READY,
     Outcome,
@@ -103,11 +104,15 @@ class Operator:
         self.failures: dict[tuple[str, AgentKey], tuple[str, int]] = {}  # last failure, consecutive count
         self._locks: dict[AgentKey, asyncio.Lock] = {}
         self._connector_locks: dict[AgentKey, asyncio.Lock] = {}
+        self._collections: dict[str, asyncio.Task[None]] = {}
+        self.reconciled: set[AgentKey] = set()  # Agents converged at least once since start (a probe)
 
     def _lock(self, key: AgentKey) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
     async def aclose(self) -> None:
+        for task in self._collections.values():
+            task.cancel()
         self.compiler.close()
         await self.api.aclose()
 
@@ -117,7 +122,35 @@ class Operator:
         for store in (self.agents, self.outcomes, self.ready, self._locks):
             store.pop(key, None)
         self.failures.pop(("agent", key), None)
+        self.reconciled.discard(key)
         self.writer.forget_agent(key)
+        self.collect_soon(key[0])
+
+    def collect_soon(self, ns: str, *, delay: float = 1.0) -> None:
+        """Collect the namespace's unused shared objects shortly (once for a burst of deletions)."""
+        if ns in self._collections or ns not in self.writer.pending:
+            return
+        self._collections[ns] = asyncio.get_running_loop().create_task(self._collect(ns, delay))
+
+    def collect_everywhere(self) -> None:
+        """After a resync: every namespace with a shared object no Agent renders."""
+        for ns in list(self.writer.shared_live):
+            if self.writer.unused(ns):
+                self.writer.pending.add(ns)
+                self.collect_soon(ns, delay=0)
+
+    async def _collect(self, ns: str, delay: float) -> None:
+        try:
+            await asyncio.sleep(delay)
+            await self.writer.collect_garbage(ns)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # tried again below
+            self.writer.pending.add(ns)
+            log.warning("shared objects not collected", extra={"namespace": ns, "error": _describe(exc)})
+        self._collections.pop(ns, None)
+        # Still used by pods on their way out (their Deployment's deletion came first): look again later.
+        self.collect_soon(ns, delay=min(max(2 * delay, 2.0), 30.0))
 
     def forget_applied(self) -> None:
         """Drop what was learnt about managed objects; the next reconcile per namespace re-lists them
@@ -174,10 +207,20 @@ class Operator:
         """A watched child changed: the Agents to reconcile (deleted or hand-edited); status refreshed."""
         meta = body.get("metadata") or {}
         labels = meta.get("labels") or {}
-        key = (meta.get("namespace", ""), labels.get(AGENT_LABEL, ""))
+        ns = meta.get("namespace", "")
+        memo: MemoKey = (ns, api_version, kind, meta.get("name", ""))
+        if labels.get(SHARED_LABEL) == "true":
+            # Put back by one Agent that renders it (its reconcile serves them all).
+            users = [k for k in self.writer.users_of(memo) if self._live_agent(k)]
+            if deleted:
+                self.writer.child_deleted(memo, labels=labels)
+                return users[:1]
+            return users[:1] if users and self.writer.observe(api_version, kind, body) else []
+        key = (ns, labels.get(AGENT_LABEL, ""))
+        if kind == "Deployment" and ns in self.writer.pending:
+            self.collect_soon(ns)  # a rollout moved on: a superseded bundle may be free now
         if not self._live_agent(key):
             return []  # not ours, or its Agent is going: the garbage collector removes it
-        memo: MemoKey = (key[0], api_version, kind, meta.get("name", ""))
         if deleted:
             self.writer.child_deleted(memo, labels=labels)
             return [key]
@@ -187,11 +230,6 @@ class Operator:
             try:
                 async with self._lock(key):
                     await self._write_status(key)
-                    bundle = self.outcomes[key].bundle
-                    if bundle is not None:
-                        await self.writer.collect_bundles(
-                            key, keep=set(bundle["configMaps"]), digest=bundle["digest"]
-                        )
             except (ApiError, httpx.HTTPError) as exc:  # the next Deployment event or resync refreshes it
                 log.warning("status refresh failed", extra={"error": str(exc)[:300]})
         return []
@@ -199,13 +237,12 @@ class Operator:
     async def referenced_changed(self, change: Change) -> tuple[list[AgentKey], list[AgentKey]]:
         """A ConfigMap or Secret changed (metadata watch): the (Agents, Connectors) to reconcile."""
         ns, name = change.namespace, change.name
-        stem = bundle_stem(name) if change.kind == "ConfigMap" else None
-        if stem is not None and self._live_agent(key := (ns, stem[0].rsplit("-bundle-", 1)[0])):
-            # One of an Agent's bundle ConfigMaps (or one posing as it): deleted, replaced, or ours.
-            changed = await self.writer.bundle_changed(
-                key, name, resource_version=change.resource_version, deleted=change.deleted
+        if change.kind == "ConfigMap" and bundle_stem(name) is not None:
+            # A bundle ConfigMap (or one posing as it): deleted, replaced, or ours.
+            users = await self.writer.bundle_changed(
+                ns, name, resource_version=change.resource_version, deleted=change.deleted
             )
-            return ([key] if changed else []), []
+            return [k for k in users if self._live_agent(k)], []
         labels = change.labels
         if change.deleted and labels.get(ROLE_LABEL) == "runtime-token":
             key = (ns, labels.get(AGENT_LABEL, ""))
@@ -241,6 +278,7 @@ class Operator:
                 await self._report_failure("agent", key, exc)
                 return False
             self.failures.pop(("agent", key), None)
+            self.reconciled.add(key)
             # Concurrent reconciles share the counter: exact only while one Agent reconciles at a time.
             log.info(
                 "agent reconciled",
@@ -266,9 +304,7 @@ class Operator:
             )
         else:
             repairs = await self.writer.apply(key, plan.objects, current=current)
-            await self.writer.collect_bundles(
-                key, keep=set(plan.bundle.config_map_names), digest=plan.bundle.digest
-            )
+            self.collect_soon(key[0])  # when this rendering dropped a shared object (a new bundle)
             # After the children: the runtime token the registration carries exists by now.
             registration = await self.registrations.publish(agent)
             self.outcomes[key] = replace(Outcome.from_plan(plan), registration=registration or "")

@@ -109,6 +109,13 @@ async def cleanup(**_: Any) -> None:
         await op.aclose()
 
 
+@kopf.on.probe(id="agents_reconciled")
+def agents_reconciled(**_: Any) -> int:
+    """How many Agents were converged at least once since this process started (steady state after a
+    restart: all of them)."""
+    return len(operator().reconciled) if "operator" in _state else 0
+
+
 @kopf.on.probe(id="api_requests")
 def api_requests(**_: Any) -> dict[str, int]:
     """The operator's own API requests by verb (served on the liveness endpoint)."""
@@ -128,6 +135,7 @@ async def _resync_loop(op: Operator, interval: float) -> None:
                 await _guarded(op.reconcile_connector, key, what="connector")
             for key in list(op.agents):
                 await _guarded(op.reconcile_agent, key, what="agent")
+            op.collect_everywhere()
             try:
                 await op.prune_registrations()
             except (ApiError, httpx.HTTPError) as exc:  # e.g. no rights in the OE's namespace: say so, go on

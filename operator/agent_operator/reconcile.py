@@ -129,7 +129,6 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         _check_env_conflicts(inputs, component, [name for name, _ in secret_env[component]] + plain)
 
     bundle = render_bundle(
-        agent_name=agent.meta.name,
         connectors=definitions,
         budget_bytes=settings.configmap_budget_bytes,
         max_parts=settings.max_bundle_configmaps,

@@ -1,5 +1,6 @@
-"""Kubernetes manifests for one Agent's children (pure): ServiceAccounts, Deployments, Services,
-NetworkPolicies, the runtime token Secret and the bundle ConfigMaps."""
+"""Kubernetes manifests for one Agent (pure): its own children (Deployments, Services, the runtime token
+Secret, Memory's NetworkPolicy) and the objects it shares with the namespace's other Agents (shared.py:
+ServiceAccounts, NetworkPolicies, bundle ConfigMaps)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from urllib.parse import urlsplit
 from agent_operator.bundle import RenderedBundle
 from agent_operator.models import API_VERSION, Agent, ComponentSpec, SecretKeyRef
 from agent_operator.settings import RenderSettings
+from agent_operator.shared import (
+    DEFAULT_DENY,
+    POLICY_LABEL,
+    SHARED_LABEL,
+    policy_name,
+    service_account_name,
+)
 from agent_runtime import contract
 
 MANAGED_BY = "agent-engine-operator"
@@ -37,11 +45,13 @@ OE_URL_ENV = "AGENTIC_OE_URL"
 @dataclass(frozen=True)
 class Desired:
     """One object to converge. `create_only` objects are created once and never patched (immutable
-    bundle ConfigMaps; the token Secret, whose value the apply layer generates)."""
+    bundle ConfigMaps; the token Secret, whose value the apply layer generates). `shared` objects serve
+    every Agent of the namespace that renders them alike (shared.py)."""
 
     manifest: dict[str, Any]
     create_only: bool = False
     generate_token: bool = False
+    shared: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -108,6 +118,19 @@ def _metadata(agent: Agent, name: str, component: str | None = None, **extra_lab
     }
 
 
+def _shared_metadata(agent: Agent, name: str, component: str | None = None, **extra: str) -> dict[str, Any]:
+    """No Agent label and no ownerReference: the operator deletes it when its last user goes."""
+    out = {
+        "app.kubernetes.io/name": "agent-engine",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        SHARED_LABEL: "true",
+    }
+    if component:
+        out["app.kubernetes.io/component"] = component
+        out[COMPONENT_LABEL] = component
+    return {"name": name, "namespace": agent.meta.namespace, "labels": {**out, **extra}}
+
+
 def enabled_components(agent: Agent) -> tuple[str, ...]:
     return ("aer", "tool", "memory") if agent.spec.components.memory.enabled else ("aer", "tool")
 
@@ -130,13 +153,17 @@ def render_objects(
     name = agent.meta.name
     objects: list[Desired] = [
         Desired(
-            manifest=_bundle_config_map(agent, part.name, dict(part.data), bundle.digest), create_only=True
+            manifest=_bundle_config_map(agent, part.name, dict(part.data), bundle.digest),
+            create_only=True,
+            shared=True,
         )
         for part in bundle.parts
     ]
     objects.append(Desired(manifest=_token_secret(agent), create_only=True, generate_token=True))
+    policies, policy_labels = _network_policies(agent, provider_ports=provider_ports, settings=settings)
+    objects.extend(policies)
     for component in enabled_components(agent):
-        objects.append(Desired(manifest=_service_account(agent, component)))
+        objects.append(Desired(manifest=_service_account(agent, component), shared=True))
         objects.append(
             Desired(
                 manifest=_deployment(
@@ -146,15 +173,12 @@ def render_objects(
                     secret_env=secret_env.get(component, ()),
                     plain_env=tool_env if component == "tool" else (),
                     checksum=secrets_checksum(secret_env.get(component, ()), secret_versions),
+                    pod_labels=policy_labels.get(component, {}),
                     settings=settings,
                 )
             )
         )
         objects.append(Desired(manifest=_service(agent, component)))
-    objects.extend(
-        Desired(manifest=m)
-        for m in _network_policies(agent, provider_ports=provider_ports, settings=settings)
-    )
     for desired in objects:
         if not desired.create_only:
             meta = desired.manifest["metadata"]
@@ -167,7 +191,7 @@ def render_objects(
 
 
 def _bundle_config_map(agent: Agent, name: str, data: dict[str, str], digest: str) -> dict[str, Any]:
-    meta = _metadata(agent, name, None, **{ROLE_LABEL: "bundle"})
+    meta = _shared_metadata(agent, name, None, **{ROLE_LABEL: "bundle"})
     meta["annotations"] = {BUNDLE_DIGEST: digest}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": data}
 
@@ -181,7 +205,7 @@ def _service_account(agent: Agent, component: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": _metadata(agent, component_name(agent.meta.name, component), component),
+        "metadata": _shared_metadata(agent, service_account_name(component), component),
         "automountServiceAccountToken": False,
     }
 
@@ -284,6 +308,7 @@ def _deployment(
     secret_env: Sequence[tuple[str, SecretKeyRef]],
     plain_env: Sequence[tuple[str, str]] = (),
     checksum: str,
+    pod_labels: Mapping[str, str],
     settings: RenderSettings,
 ) -> dict[str, Any]:
     name = agent.meta.name
@@ -353,7 +378,7 @@ def _deployment(
     if resources:
         container["resources"] = resources
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": component_name(name, component),
+        "serviceAccountName": service_account_name(component),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": {
@@ -378,7 +403,7 @@ def _deployment(
             "selector": {"matchLabels": selector(name, component)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": labels(name, component), "annotations": annotations},
+                "metadata": {"labels": {**labels(name, component), **pod_labels}, "annotations": annotations},
                 "spec": pod_spec,
             },
         },
@@ -405,15 +430,6 @@ _ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
 _DNS = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
 
 
-def _network_policy(agent: Agent, suffix: str, component: str | None, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(agent, f"{agent.meta.name}-{suffix}", component),
-        "spec": spec,
-    }
-
-
 def _to_llm(agent: Agent) -> list[dict[str, Any]]:
     """The Tool Pod's egress to the model endpoint's port (443 when the Agent names no endpoint)."""
     base_url = agent.spec.llm.base_url
@@ -436,44 +452,64 @@ def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
 
-def _component_policy(
-    agent: Agent, component: str, *, ingress_from: list[dict[str, Any]], egress: list[dict[str, Any]]
+def _shared_policy(agent: Agent, component: str, rules: dict[str, Any]) -> tuple[Desired, str]:
+    """A component's rules as a NetworkPolicy named by their digest: Agents with the same rules share it.
+    Returns it and the digest, which the component's pods carry as a label to be selected."""
+    digest = canonical_hash(rules)[:10]
+    manifest = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _shared_metadata(agent, policy_name(component, digest), component),
+        "spec": {"podSelector": {"matchLabels": {COMPONENT_LABEL: component, POLICY_LABEL: digest}}, **rules},
+    }
+    return Desired(manifest=manifest, shared=True), digest
+
+
+def _rules(
+    component: str, *, ingress_from: list[dict[str, Any]], egress: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Who may reach `component` on its own port, and where it may go; everything else stays denied."""
     port = contract.PORTS[MODES[component]]
-    return _network_policy(
-        agent,
-        component,
-        component,
-        {
-            "podSelector": {"matchLabels": selector(agent.meta.name, component)},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": ingress_from, "ports": _tcp(port)}],
-            "egress": egress,
-        },
-    )
+    return {
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": ingress_from, "ports": _tcp(port)}],
+        "egress": egress,
+    }
 
 
 def _network_policies(
     agent: Agent, *, provider_ports: Sequence[int], settings: RenderSettings
-) -> list[dict[str, Any]]:
-    """The trust table as NetworkPolicies: deny everything for the Agent's pods, then allow its paths."""
+) -> tuple[list[Desired], dict[str, dict[str, str]]]:
+    """The trust table as NetworkPolicies: deny everything for every Agent's pods, then allow each
+    component's paths. Per-Agent separation rests on ingress: an AER and a Tool Pod admit only the OE, and a
+    Memory server only its own Agent's pods (its policy is the Agent's own), so egress rules can be shared.
+    Returns the policies and, per component, the pod labels that select its policy."""
     name = agent.meta.name
     memory = agent.spec.components.memory.enabled
-    memory_peer = {"podSelector": {"matchLabels": selector(name, "memory")}}
     to_memory = (
-        [{"to": [memory_peer], "ports": _tcp(contract.PORTS[contract.RunnerMode.MEMORY])}] if memory else []
+        [
+            {
+                "to": [{"podSelector": {"matchLabels": {COMPONENT_LABEL: "memory"}}}],
+                "ports": _tcp(contract.PORTS[contract.RunnerMode.MEMORY]),
+            }
+        ]
+        if memory
+        else []
     )
     to_providers = [{"to": _ANYWHERE, "ports": _tcp(*provider_ports)}] if provider_ports else []
-    policies = [
-        _network_policy(
-            agent,
-            "default-deny",
-            None,
-            {"podSelector": {"matchLabels": {AGENT_LABEL: name}}, "policyTypes": ["Ingress", "Egress"]},
-        ),
-        _component_policy(
-            agent,
+    deny = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _shared_metadata(agent, DEFAULT_DENY),
+        "spec": {
+            "podSelector": {"matchExpressions": [{"key": AGENT_LABEL, "operator": "Exists"}]},
+            "policyTypes": ["Ingress", "Egress"],
+        },
+    }
+    policies = [Desired(manifest=deny, shared=True)]
+    pod_labels: dict[str, dict[str, str]] = {}
+    component_rules = {
+        "aer": _rules(
             "aer",
             ingress_from=[_oe_peer(settings)],
             # No route to the LLM API: model calls run in the Tool Pod (Decision 9).
@@ -484,18 +520,31 @@ def _network_policies(
                 _DNS,
             ],
         ),
-        _component_policy(
-            agent,
+        "tool": _rules(
             "tool",
             ingress_from=[_oe_peer(settings)],
             egress=[*to_providers, *_to_llm(agent), *to_memory, _DNS],
         ),
-    ]
+    }
+    for component, rules in component_rules.items():
+        policy, digest = _shared_policy(agent, component, rules)
+        policies.append(policy)
+        pod_labels[component] = {POLICY_LABEL: digest}
     if memory:
         mongodb = agent.spec.components.memory.store.type == "mongodb"
         store_egress = [{"to": _ANYWHERE, "ports": _tcp(27017)}] if mongodb else []
         callers = [{"podSelector": {"matchLabels": selector(name, c)}} for c in ("aer", "tool")]
         policies.append(
-            _component_policy(agent, "memory", ingress_from=callers, egress=[*store_egress, _DNS])
+            Desired(
+                manifest={
+                    "apiVersion": "networking.k8s.io/v1",
+                    "kind": "NetworkPolicy",
+                    "metadata": _metadata(agent, component_name(name, "memory"), "memory"),
+                    "spec": {
+                        "podSelector": {"matchLabels": selector(name, "memory")},
+                        **_rules("memory", ingress_from=callers, egress=[*store_egress, _DNS]),
+                    },
+                }
+            )
         )
-    return policies
+    return policies, pod_labels

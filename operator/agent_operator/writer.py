@@ -11,11 +11,16 @@ taking the operator's fields back) and, when someone else's fields remain (an ad
 Order: bundle ConfigMaps and the token Secret, then NetworkPolicies, ServiceAccounts, Services, and
 Deployments last; any failure stops there, so no workload starts unprotected or half-configured. Children
 no longer rendered are deleted workloads first, NetworkPolicies last.
+
+Objects shared by the namespace's Agents (shared.py) are written by whichever Agent needs them first (one
+lock per object, so a thousand Agents starting at once write it once) and deleted by `collect_garbage` once
+no Agent renders them and no pod uses them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +40,7 @@ from agent_operator.render import (
     Desired,
 )
 from agent_operator.settings import FIELD_MANAGER
+from agent_operator.shared import SHARED_LABEL, garbage, held_by_workloads
 from agent_operator.status import DeploymentState
 
 log = logging.getLogger("agent_operator")
@@ -94,31 +100,54 @@ class ChildWriter:
         self.verified: dict[MemoKey, str] = {}  # fingerprint of the live object last seen to hold it
         self.suspect: dict[MemoKey, dict[str, Any]] = {}  # live projections not yet checked
         self.bundle_versions: dict[MemoKey, str] = {}  # resourceVersion of bundle ConfigMaps we wrote
-        self.owned: dict[AgentKey, set[MemoKey]] = {}
-        self.bundle_maps: dict[AgentKey, set[str]] = {}  # bundle ConfigMaps per Agent
-        self.current_bundles: dict[AgentKey, set[str]] = {}
-        self.clean_bundles: dict[AgentKey, str] = {}  # digest after which no superseded bundle remained
+        self.owned: dict[AgentKey, set[MemoKey]] = {}  # each Agent's own children
+        self.users: dict[MemoKey, set[AgentKey]] = {}  # shared object -> the Agents whose rendering has it
+        self.uses: dict[AgentKey, set[MemoKey]] = {}  # the reverse
+        self.shared_live: dict[str, set[MemoKey]] = {}  # shared objects (and bundles) known to exist, per ns
+        self.pending: set[str] = set()  # namespaces with shared objects that may have lost their last user
         self.tampered: set[MemoKey] = set()  # bundle ConfigMaps whose content does not match their name
         self.deployments: dict[AgentKey, dict[str, DeploymentState]] = {}
         self._primed: set[str] = set()
         self._prime_locks: dict[str, asyncio.Lock] = {}
+        self._shared_locks: dict[MemoKey, asyncio.Lock] = {}
 
     # --- what the namespace holds ------------------------------------------------------------------------
 
     def forget_agent(self, key: AgentKey) -> None:
+        """The Agent is gone: its children go with it (ownerReferences); its shared objects may be unused."""
         for memo in self.owned.pop(key, set()):
             for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
                 store.pop(memo, None)
-        for store in (self.bundle_maps, self.current_bundles, self.clean_bundles, self.deployments):
-            store.pop(key, None)
+        self.deployments.pop(key, None)
+        self._use(key, set())
 
     def forget_all(self) -> None:
-        """Drop what was learnt; the next reconcile per namespace lists again (a resync)."""
+        """Drop what was learnt of live objects; the next reconcile per namespace lists again (a resync).
+        Who uses which shared object is kept: it comes from renderings, not from the cluster."""
         for store in (self.applied, self.verified, self.suspect, self.bundle_versions, self.owned):
             store.clear()
-        self.bundle_maps.clear()
-        self.clean_bundles.clear()
+        self.shared_live.clear()
         self._primed.clear()
+
+    def _use(self, key: AgentKey, memos: set[MemoKey]) -> None:
+        """Record the shared objects `key` renders now; one it dropped may have lost its last user."""
+        previous = self.uses.pop(key, set())
+        for memo in previous - memos:
+            users = self.users.get(memo, set())
+            users.discard(key)
+            if not users:
+                self.users.pop(memo, None)
+                self.pending.add(memo[0])
+        for memo in memos:
+            self.users.setdefault(memo, set()).add(key)
+        if memos:
+            self.uses[key] = memos
+
+    def users_of(self, memo: MemoKey) -> list[AgentKey]:
+        return sorted(self.users.get(memo, ()))
+
+    def _shared_lock(self, memo: MemoKey) -> asyncio.Lock:
+        return self._shared_locks.setdefault(memo, asyncio.Lock())
 
     async def prime(self, ns: str) -> None:
         """Learn every object this operator manages in `ns` with one LIST per kind (once per namespace)."""
@@ -153,11 +182,13 @@ class ChildWriter:
         agent = labels.get(AGENT_LABEL, "")
         role = labels.get(ROLE_LABEL)
         memo = (ns, api_version, kind, meta["name"])
-        self.owned.setdefault((ns, agent), set()).add(memo)
+        if labels.get(SHARED_LABEL) == "true" or role == "bundle":  # (per-Agent bundles of older operators)
+            self.shared_live.setdefault(ns, set()).add(memo)
+        else:
+            self.owned.setdefault((ns, agent), set()).add(memo)
         if role in ("bundle", "runtime-token"):
             self.applied[memo] = CREATED
             if role == "bundle":
-                self.bundle_maps.setdefault((ns, agent), set()).add(meta["name"])
                 self.bundle_versions[memo] = meta.get("resourceVersion", "")
             return
         self.applied[memo] = (meta.get("annotations") or {}).get(APPLIED_HASH, "")
@@ -190,6 +221,7 @@ class ChildWriter:
         """A child deleted behind our back: forget it, so the next reconcile creates it again."""
         for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
             store.pop(memo, None)
+        self.shared_live.get(memo[0], set()).discard(memo)
         component = labels.get(COMPONENT_LABEL)
         if memo[2] == "Deployment" and component in COMPONENTS:
             self.deployments.get((memo[0], labels.get(AGENT_LABEL, "")), {}).pop(component, None)
@@ -207,34 +239,42 @@ class ChildWriter:
         """Converge the Agent's children on `objects`; `current()` is checked before every write (False:
         the Agent is being deleted, raise Superseded). Returns what was put back after hand edits."""
         ns = key[0]
+        # Before any await: from here on, garbage collection sees these shared objects as in use.
+        self._use(key, {(ns, *d.key) for d in objects if d.shared})
         await self.prime(ns)
         repairs: list[Repair] = []
-        self.current_bundles[key] = {
-            d.key[2] for d in objects if d.manifest["kind"] == "ConfigMap" and d.create_only
-        }
         for desired in sorted(objects, key=lambda d: APPLY_ORDER.get(d.manifest["kind"], 9)):
-            api_version, kind, name = desired.key
-            memo = (ns, api_version, kind, name)
-            self.owned.setdefault(key, set()).add(memo)
-            if desired.create_only:
-                if self.applied.get(memo) != CREATED:
-                    repairs += await self._create(memo, desired, current=current)
-                continue
-            want = desired.manifest["metadata"]["annotations"][APPLIED_HASH]
-            live = self.suspect.pop(memo, None)
-            paths: list[str] = []
-            if self.applied.get(memo) == want:
-                if live is None:
-                    continue
-                paths = drift(desired.manifest, live)
-                if not paths:
-                    self.verified[memo] = fingerprint(live)
-                    continue
-            left = await self._apply_one(memo, desired.manifest, current=current)
-            if paths or left:
-                repairs.append(Repair(kind, name, tuple(paths or left)))
+            memo = (ns, *desired.key)
+            if desired.shared:
+                async with self._shared_lock(memo):  # the first Agent writes it; the others find it done
+                    repairs += await self._converge(memo, desired, current=current)
+            else:
+                self.owned.setdefault(key, set()).add(memo)
+                repairs += await self._converge(memo, desired, current=current)
         await self._delete_unwanted(key, objects, current=current)
         return repairs
+
+    async def _converge(
+        self, memo: MemoKey, desired: Desired, *, current: Callable[[], bool]
+    ) -> list[Repair]:
+        if desired.create_only:
+            if self.applied.get(memo) != CREATED:
+                return await self._create(memo, desired, current=current)
+            return []
+        want = desired.manifest["metadata"]["annotations"][APPLIED_HASH]
+        live = self.suspect.pop(memo, None)
+        paths: list[str] = []
+        if self.applied.get(memo) == want:
+            if live is None:
+                return []
+            paths = drift(desired.manifest, live)
+            if not paths:
+                self.verified[memo] = fingerprint(live)
+                return []
+        left = await self._apply_one(memo, desired.manifest, current=current)
+        if paths or left:
+            return [Repair(memo[2], memo[3], tuple(paths or left))]
+        return []
 
     async def _apply_one(
         self, memo: MemoKey, manifest: dict[str, Any], *, current: Callable[[], bool]
@@ -313,10 +353,7 @@ class ChildWriter:
         """Children no longer rendered (e.g. Memory's after it was disabled): workloads first."""
         ns = key[0]
         wanted = {(ns, *d.key) for d in objects}
-        bundles = {(ns, "v1", "ConfigMap", name) for name in self.bundle_maps.get(key, set())}
-        unwanted = sorted(
-            self.owned.get(key, set()) - wanted - bundles, key=lambda m: -APPLY_ORDER.get(m[2], 9)
-        )
+        unwanted = sorted(self.owned.get(key, set()) - wanted, key=lambda m: -APPLY_ORDER.get(m[2], 9))
         for memo in unwanted:
             _, api_version, kind, name = memo
             _check(current)
@@ -330,79 +367,88 @@ class ChildWriter:
             if kind == "Deployment":
                 self.deployments.get(key, {}).pop(name.rsplit("-", 1)[-1], None)
 
-    async def collect_bundles(self, key: AgentKey, *, keep: set[str], digest: str) -> None:
-        """Delete superseded bundle ConfigMaps that no ReplicaSet with pods still mounts."""
-        if self.clean_bundles.get(key) == digest:
-            return
-        ns, agent = key
-        stale = sorted(self.bundle_maps.get(key, set()) - keep)
-        if not stale:
-            self.clean_bundles[key] = digest
-            return
-        in_use: set[str] = set()
-        for rs in await self.api.list(
-            object_path("apps/v1", "ReplicaSet", ns), label_selector=f"{AGENT_LABEL}={agent}"
-        ):
-            if not ((rs.get("spec") or {}).get("replicas") or (rs.get("status") or {}).get("replicas")):
-                continue
-            for volume in rs["spec"]["template"]["spec"].get("volumes") or []:
-                for source in (volume.get("projected") or {}).get("sources") or []:
-                    if "configMap" in source:
-                        in_use.add(source["configMap"]["name"])
-        for name in stale:
-            if name not in in_use or (ns, "v1", "ConfigMap", name) in self.tampered:
-                await self.api.delete(object_path("v1", "ConfigMap", ns, name))
-                self._forget_bundle(key, name)
-        if not set(stale) & self.bundle_maps.get(key, set()):
-            self.clean_bundles[key] = digest
+    # --- shared objects ---------------------------------------------------------------------------------
 
-    def _forget_bundle(self, key: AgentKey, name: str) -> None:
-        memo = (key[0], "v1", "ConfigMap", name)
-        self.applied.pop(memo, None)
-        self.bundle_versions.pop(memo, None)
+    def unused(self, ns: str) -> list[MemoKey]:
+        """Shared objects of `ns` known to exist that no Agent's current rendering has."""
+        return sorted(m for m in self.shared_live.get(ns, set()) if not self.users.get(m))
+
+    async def collect_garbage(self, ns: str) -> None:
+        """Delete the shared objects of `ns` that lost their last user and that no pod uses any more (one
+        LIST of ReplicaSets, only when there is a candidate). Those still used stay pending: the next
+        Deployment change or resync looks again."""
+        self.pending.discard(ns)
+        unused = {(m[2], m[3]): m for m in self.unused(ns)}
+        if not unused:
+            return
+        replica_sets = await self.api.list(
+            object_path("apps/v1", "ReplicaSet", ns),
+            label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY}",
+        )
+        tampered = {(m[2], m[3]) for m in self.tampered if m[0] == ns}
+        for kind_name in garbage(unused=unused, held=held_by_workloads(replica_sets), tampered=tampered):
+            memo = unused[kind_name]
+            async with self._shared_lock(memo):
+                if self.users.get(memo):
+                    continue  # an Agent took it up meanwhile
+                with contextlib.suppress(ApiError):  # already gone; another failure: the next round
+                    await self.api.delete(object_path(memo[1], memo[2], ns, memo[3]))
+                    log.info(
+                        "shared object deleted", extra={"namespace": ns, "object": f"{memo[2]}/{memo[3]}"}
+                    )
+                self._forget_shared(memo)
+        if self.unused(ns):
+            self.pending.add(ns)
+
+    def _forget_shared(self, memo: MemoKey) -> None:
+        for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
+            store.pop(memo, None)
         self.tampered.discard(memo)
-        self.bundle_maps.get(key, set()).discard(name)
+        self.shared_live.get(memo[0], set()).discard(memo)
 
-    async def bundle_changed(self, key: AgentKey, name: str, *, resource_version: str, deleted: bool) -> bool:
-        """A bundle ConfigMap of `key` seen by the metadata watch. True when the Agent must reconcile (its
-        current bundle is gone or not the one we wrote). A superseded bundle changed by someone else is
-        deleted when its content does not match the digest in its name."""
-        ns = key[0]
+    async def bundle_changed(
+        self, ns: str, name: str, *, resource_version: str, deleted: bool
+    ) -> list[AgentKey]:
+        """A bundle ConfigMap seen by the metadata watch: the Agents to reconcile (one user is enough: it
+        puts the object back for all). A bundle no Agent uses that someone changed is deleted when its
+        content no longer matches the digest in its name."""
         memo = (ns, "v1", "ConfigMap", name)
-        current = name in self.current_bundles.get(key, set())
+        users = self.users_of(memo)
         if deleted:
-            self._forget_bundle(key, name)
-            self.clean_bundles.pop(key, None)
-            return current
+            self._forget_shared(memo)
+            return users[:1]
         if self.bundle_versions.get(memo) == resource_version:
-            return False  # the one we created or listed
-        if current:
+            return []  # the one we created or listed
+        if users:
             self.applied.pop(memo, None)  # the reconcile checks its content against the rendering
-            return True
-        if name not in self.bundle_maps.get(key, set()):
-            return False  # not one we made: not ours to judge
+            return users[:1]
+        if memo not in self.shared_live.get(ns, set()):
+            return []  # not one we made: not ours to judge
         stem = bundle_stem(name)
         body = await self.api.get(object_path("v1", "ConfigMap", ns, name))
         if stem is None or body is None:
-            return False
+            return []
         parts = [body] + [
             part
-            for other in sorted(self.bundle_maps.get(key, set()) - {name})
-            if bundle_stem(other) == stem
-            and (part := await self.api.get(object_path("v1", "ConfigMap", ns, other)))
+            for other in sorted(self.shared_live.get(ns, set()) - {memo})
+            if other[2] == "ConfigMap"
+            and bundle_stem(other[3]) == stem
+            and (part := await self.api.get(object_path("v1", "ConfigMap", ns, other[3])))
         ]
         files = {k: v for part in parts for k, v in (part.get("data") or {}).items()}
         problem = bundle_tampering(files, digest_prefix=stem[1])
         if problem is None:
             self.bundle_versions[memo] = resource_version
-            return False
+            return []
         log.warning(
-            "superseded bundle ConfigMap tampered with; deleting it",
+            "unused bundle ConfigMap tampered with; deleting it",
             extra={"namespace": ns, "configMap": name, "problem": problem},
         )
-        await self.api.delete(object_path("v1", "ConfigMap", ns, name))
-        self._forget_bundle(key, name)
-        return False
+        async with self._shared_lock(memo):
+            if not self.users.get(memo):
+                await self.api.delete(object_path("v1", "ConfigMap", ns, name))
+                self._forget_shared(memo)
+        return []
 
 
 def _check(current: Callable[[], bool]) -> None:

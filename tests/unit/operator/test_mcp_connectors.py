@@ -88,7 +88,7 @@ def test_an_agent_gets_the_tools_its_token_in_the_tool_pod_and_egress_to_the_ser
                and d.manifest["kind"] == "Deployment")  # fmt: skip
     assert "CRM_MCP_TOKEN" not in json.dumps(aer)
     policy = next(d.manifest for d in planned.objects if d.manifest["kind"] == "NetworkPolicy"
-                  and d.manifest["metadata"]["name"].endswith("-tool"))  # fmt: skip
+                  and d.manifest["metadata"]["labels"].get("agentengine.io/component") == "tool")  # fmt: skip
     assert 8000 in [p.get("port") for rule in policy["spec"]["egress"] for p in rule.get("ports", [])]
     assert "crm" in agent_references(agent_from(agent), {"crm": connector}).secrets
 

@@ -25,6 +25,18 @@ def _by_kind(plan: Plan, kind: str) -> dict[str, dict[str, Any]]:
     return {d.manifest["metadata"]["name"]: d.manifest for d in plan.objects if d.manifest["kind"] == kind}
 
 
+def _policy(plan: Plan, component: str) -> dict[str, Any]:
+    """The NetworkPolicy that selects `component`'s pods (shared ones are named by digest)."""
+    (policy,) = (
+        d.manifest
+        for d in plan.objects
+        if d.manifest["kind"] == "NetworkPolicy"
+        and d.manifest["spec"]["podSelector"].get("matchLabels", {}).get("agentengine.io/component")
+        == component
+    )
+    return policy
+
+
 def _env(deployment: dict[str, Any]) -> dict[str, Any]:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
@@ -123,19 +135,50 @@ def test_pods_follow_the_runtime_contract_and_restricted_security() -> None:
         assert sa["automountServiceAccountToken"] is False
 
 
-def test_every_child_is_owned_by_the_agent_and_hash_stamped() -> None:
-    for desired in _plan().objects:
+def test_own_children_are_owned_by_the_agent_shared_ones_by_nobody_and_all_hash_stamped() -> None:
+    plan = _plan(**_memory_inputs_kwargs())
+    own = set()
+    for desired in plan.objects:
         meta = desired.manifest["metadata"]
+        assert desired.create_only or APPLIED_HASH in meta["annotations"]
+        if desired.shared:
+            # Used by every Agent rendering it alike: the operator collects it, not the garbage collector.
+            assert "ownerReferences" not in meta and "agentengine.io/agent" not in meta["labels"]
+            assert meta["labels"]["agentengine.io/shared"] == "true"
+            continue
         assert meta["ownerReferences"][0]["uid"] == "uid-support-bot"
         assert meta["ownerReferences"][0]["controller"] is True
-        assert desired.create_only or APPLIED_HASH in meta["annotations"]
+        own.add((desired.manifest["kind"], meta["name"]))
+    assert own == {
+        ("Secret", "support-bot-runtime-token"),
+        *(
+            (kind, f"support-bot-{c}")
+            for kind in ("Deployment", "Service")
+            for c in ("aer", "tool", "memory")
+        ),
+        ("NetworkPolicy", "support-bot-memory"),  # who may reach this Agent's Memory: its own pods only
+    }
+
+
+def test_agents_rendered_alike_share_everything_but_their_own_children() -> None:
+    first = plan_agent(inputs(agent=agent_body(name="bot-a")), settings=SETTINGS)
+    second = plan_agent(inputs(agent=agent_body(name="bot-b")), settings=SETTINGS)
+    shared_a = [d.manifest for d in first.objects if d.shared]
+    shared_b = [d.manifest for d in second.objects if d.shared]
+    assert shared_a == shared_b
+    assert sorted(m["kind"] for m in shared_a) == [
+        "ConfigMap", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy", "ServiceAccount", "ServiceAccount"
+    ]  # fmt: skip
+    own_a = {d.key for d in first.objects if not d.shared}
+    own_b = {d.key for d in second.objects if not d.shared}
+    assert not own_a & own_b
 
 
 def test_bundle_configmap_is_immutable_named_by_digest_and_has_the_index() -> None:
     plan = _plan()
     (config_map,) = _by_kind(plan, "ConfigMap").values()
     assert config_map["immutable"] is True
-    assert config_map["metadata"]["name"] == f"support-bot-bundle-{plan.bundle.digest[:12]}"
+    assert config_map["metadata"]["name"] == f"agent-engine-bundle-{plan.bundle.digest[:12]}"
     assert "index.yaml" in config_map["data"]
     assert plan.bundle.tool_count == 2  # listPets and getPet, not createPet
 
@@ -175,21 +218,20 @@ def test_both_runtimes_know_the_model_endpoint_and_only_the_tool_pod_its_key() -
         assert env[contract.LLM_API_KEY_ENV_ENV] == "OPENAI_API_KEY"
     assert tool[contract.LLM_CREDENTIAL_NAMES_ENV] == "OPENAI_API_KEY"
     assert contract.LLM_CREDENTIAL_NAMES_ENV not in aer
-    policies = _by_kind(_plan(), "NetworkPolicy")
-    aer_ports = {
-        p["port"] for rule in policies["support-bot-aer"]["spec"]["egress"] for p in rule.get("ports", [])
-    }
+    plan = _plan()
+    aer_ports = {p["port"] for rule in _policy(plan, "aer")["spec"]["egress"] for p in rule.get("ports", [])}
     tool_ports = {
-        p["port"] for rule in policies["support-bot-tool"]["spec"]["egress"] for p in rule.get("ports", [])
+        p["port"] for rule in _policy(plan, "tool")["spec"]["egress"] for p in rule.get("ports", [])
     }
     assert 8443 in tool_ports and 8443 not in aer_ports and 443 not in aer_ports
 
 
 def test_network_policies_implement_the_trust_table() -> None:
-    policies = _by_kind(_plan(**_memory_inputs_kwargs()), "NetworkPolicy")
-    deny = policies["support-bot-default-deny"]["spec"]
+    plan = _plan(**_memory_inputs_kwargs())
+    policies = _by_kind(plan, "NetworkPolicy")
+    deny = policies["agent-engine-default-deny"]["spec"]
     assert deny["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in deny and "egress" not in deny
-    tool = policies["support-bot-tool"]["spec"]
+    tool = _policy(plan, "tool")["spec"]
     assert tool["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8002}]
     assert {p["port"] for p in tool["egress"][0]["ports"]} == {443, 8080}  # the connectors' base URLs
     memory = policies["support-bot-memory"]["spec"]
@@ -224,10 +266,8 @@ def test_an_aer_with_a_checkpoint_store_may_reach_it_and_nothing_else_new() -> N
     secrets = {**inputs().secrets, "checkpoints": SecretMeta(resource_version="1", keys=frozenset({"uri"}))}
 
     def aer_ports(**spec: Any) -> set[int]:
-        policies = _by_kind(_plan(agent=agent_body(**spec), secrets=secrets), "NetworkPolicy")
-        return {
-            p["port"] for rule in policies["support-bot-aer"]["spec"]["egress"] for p in rule.get("ports", [])
-        }
+        policy = _policy(_plan(agent=agent_body(**spec), secrets=secrets), "aer")
+        return {p["port"] for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}
 
     plain = aer_ports()
     uri = {"name": "MONGODB_URI", "secretKeyRef": {"name": "checkpoints", "key": "uri"}}
