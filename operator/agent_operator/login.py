@@ -22,11 +22,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
 import kopf
 import yaml
 
@@ -175,14 +174,13 @@ def token_file(env: Mapping[str, str] | None = None) -> Path | None:
     return user.token_file if user is not None else None
 
 
-class ApiAuth(httpx.Auth):
+class ApiAuth:
     """The operator client's bearer token: read again when its file changes, renewed by a new login on 401.
 
-    A request refused with 401 did nothing, so it is sent once more with the renewed token. Concurrent
-    requests refused with the same token share one new login.
+    Transport-neutral (kube.KubeApi uses it): `header()` before each request; after a 401, `renew()` with
+    the refused header, then the request once more if `header()` changed (a refused request did nothing).
+    Concurrent requests refused with the same token share one new login.
     """
-
-    requires_request_body = True  # a request sent again carries its body again
 
     def __init__(
         self,
@@ -194,6 +192,7 @@ class ApiAuth(httpx.Auth):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._token = token
+        self._header = f"Bearer {token}"
         self._relogin = relogin
         self._file = token_file
         self._interval = check_interval_s
@@ -212,38 +211,51 @@ class ApiAuth(httpx.Auth):
             return None
         return cls(info.token, relogin=lambda: getattr(relogin(), "token", None), token_file=token_file)
 
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        raise RuntimeError("ApiAuth serves the operator's async client only")
+    async def header(self) -> str:
+        """The Authorization header's value: the current token, its file looked at once per interval."""
+        if self._file is not None and self._clock() - self._looked >= self._interval:
+            self._reread()
+        return self._header
 
-    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        token = self._current()
-        request.headers["Authorization"] = f"Bearer {token}"
-        response = yield request
-        if response.status_code != 401:
-            return
-        renewed = await self._renew(refused=token)
-        if renewed is None or renewed == token:
-            return  # the 401 stands: the caller reports it
-        request.headers["Authorization"] = f"Bearer {renewed}"
-        yield request
+    async def renew(self, refused: str) -> None:
+        """One new login for every request refused (401) with the header `refused`; a request refused with
+        an older token finds the newer one in `header()` and logs in no more."""
+        async with self._lock:
+            if self._header != refused:
+                return  # another request logged in again (or the file changed) meanwhile
+            try:
+                renewed = await asyncio.to_thread(self._relogin)  # an exec plugin is a blocking program
+            except Exception as exc:
+                # kopf's LoginError messages are ours; anything else is named by its type only.
+                detail = str(exc) if isinstance(exc, kopf.LoginError) else type(exc).__name__
+                log.warning("logging in again after a 401 failed", extra={"error": detail[:300]})
+                return
+            if not renewed or renewed == self._token:
+                log.warning("the API server refused the token (401) and a new login gave the same one")
+                return
+            self._use(renewed)
+            self._signature = self._stat()
+            self.renewals += 1
+            log.info("logged in again after a 401 (an expired or revoked token)")
 
-    def _current(self) -> str:
-        if self._file is None or self._clock() - self._looked < self._interval:
-            return self._token
+    def _use(self, token: str) -> None:
+        self._token = token
+        self._header = f"Bearer {token}"
+
+    def _reread(self) -> None:
         self._looked = self._clock()
         signature = self._stat()
-        if signature is None or signature == self._signature:
-            return self._token
+        if self._file is None or signature is None or signature == self._signature:
+            return
         try:
             text = self._file.read_text(encoding="utf-8").strip()
         except OSError:
-            return self._token  # mid-update: the next look reads it
+            return  # mid-update: the next look reads it
         if text:
             self._signature = signature
             if text != self._token:
-                self._token = text
+                self._use(text)
                 log.info("API token file changed; using the new token", extra={"file": str(self._file)})
-        return self._token
 
     def _stat(self) -> tuple[int, int, int, int] | None:
         if self._file is None:
@@ -253,23 +265,3 @@ class ApiAuth(httpx.Auth):
         except OSError:
             return None
         return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
-    async def _renew(self, *, refused: str) -> str | None:
-        async with self._lock:
-            if self._token != refused:
-                return self._token  # another request logged in again meanwhile
-            try:
-                renewed = await asyncio.to_thread(self._relogin)  # an exec plugin is a blocking program
-            except Exception as exc:
-                # kopf's LoginError messages are ours; anything else is named by its type only.
-                detail = str(exc) if isinstance(exc, kopf.LoginError) else type(exc).__name__
-                log.warning("logging in again after a 401 failed", extra={"error": detail[:300]})
-                return None
-            if not renewed or renewed == refused:
-                log.warning("the API server refused the token (401) and a new login gave the same one")
-                return None
-            self._token = renewed
-            self._signature = self._stat()
-            self.renewals += 1
-            log.info("logged in again after a 401 (an expired or revoked token)")
-            return renewed

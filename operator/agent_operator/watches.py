@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from agent_operator.kube import ApiError, KubeApi, collection_path
 
 log = logging.getLogger("agent_operator")
@@ -63,7 +61,7 @@ class MetadataWatch:
                     version = await self._watch(version)
             except asyncio.CancelledError:
                 raise
-            except (ApiError, httpx.HTTPError, ValueError) as exc:
+            except (ApiError, ValueError) as exc:  # ApiError: an answer, or none (ApiUnreachable)
                 delay = _BACKOFF[min(failures, len(_BACKOFF) - 1)]
                 failures += 1
                 log.warning(

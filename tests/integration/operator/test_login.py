@@ -122,6 +122,22 @@ def test_a_401_logs_in_once_for_every_request_refused_and_each_is_sent_again(
     assert "logged in again after a 401" in caplog.text and SECOND not in caplog.text
 
 
+def test_a_watch_refused_with_401_logs_in_again_and_watches_once_more(api_server: ApiServer) -> None:
+    plugin = {"token": FIRST}
+    auth = ApiAuth(FIRST, relogin=lambda: plugin["token"])
+    api = _api(api_server, auth)
+
+    async def scenario() -> list[dict[str, object]]:
+        api_server.valid, plugin["token"] = {SECOND}, SECOND
+        events = [e async for e in api.watch_metadata("/api/v1/configmaps", resource_version="1")]
+        await api.aclose()
+        return events
+
+    assert asyncio.run(scenario()) == [{"kind": "Namespace"}]
+    assert auth.renewals == 1 and api_server.seen == Counter({"401": 1, "ok": 1})
+    assert api.requests == Counter({"WATCH": 1})
+
+
 def test_a_401_a_new_login_cannot_fix_is_reported_without_the_token(
     api_server: ApiServer, caplog: pytest.LogCaptureFixture
 ) -> None:

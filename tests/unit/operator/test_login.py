@@ -1,16 +1,21 @@
-"""The operator's login: which kubeconfig users need the client library, and the light path's token file."""
+"""The operator's login: which kubeconfig users need the client library, the light path's token file, and
+the operator client's token (`ApiAuth`: a rotated file, one new login for every request refused)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import kopf
 import pytest
 import yaml
 
-from agent_operator.login import kubeconfig_user, login_info, needs_client_library
+from agent_operator.login import ApiAuth, kubeconfig_user, login_info, needs_client_library
+from tests.mounted_secret import mount_secret_key
 
 CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="  # any base64: the light path does not parse it
 TOKEN = "light-path-token-5e4d"
@@ -85,3 +90,75 @@ def test_the_light_path_reads_a_token_file(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(kopf.LoginError, match="is empty") as caught:
         login_info(settings=kopf.OperatorSettings(), logger=logging.getLogger("test"))
     assert TOKEN not in str(caught.value)
+
+
+def test_api_auth_reads_a_rotated_token_file_at_most_once_per_interval(tmp_path: Path) -> None:
+    now = [100.0]
+    path = mount_secret_key(tmp_path / "sa", "first")
+    auth = ApiAuth("first", relogin=lambda: None, token_file=path, check_interval_s=5.0, clock=lambda: now[0])
+
+    async def scenario() -> list[str]:
+        seen = [await auth.header()]
+        mount_secret_key(tmp_path / "sa", "second")
+        now[0] += 4.0  # within the interval: the file is not looked at
+        seen.append(await auth.header())
+        now[0] += 1.0
+        seen.append(await auth.header())
+        return seen
+
+    assert asyncio.run(scenario()) == ["Bearer first", "Bearer first", "Bearer second"]
+    assert auth.renewals == 0
+
+
+def test_api_auth_renews_once_for_every_request_refused_with_the_same_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logins: list[str] = []
+    release = threading.Event()
+
+    def relogin() -> str:
+        release.wait(5)  # a slow exec plugin: the other refused requests arrive meanwhile
+        logins.append("login")
+        return "renewed-token-9a8b"
+
+    auth = ApiAuth("expired", relogin=relogin)
+
+    async def scenario() -> list[str]:
+        refused = await auth.header()
+        renewals = [asyncio.create_task(auth.renew(refused)) for _ in range(20)]
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(*renewals)
+        after = await auth.header()
+        await auth.renew(refused)  # a late request refused with the old token: no further login
+        return [refused, after]
+
+    with caplog.at_level(logging.INFO, logger="agent_operator.login"):
+        assert asyncio.run(scenario()) == ["Bearer expired", "Bearer renewed-token-9a8b"]
+    assert logins == ["login"] and auth.renewals == 1
+    assert "logged in again after a 401" in caplog.text and "renewed-token-9a8b" not in caplog.text
+
+
+def test_api_auth_keeps_the_token_when_a_new_login_fails_and_says_why_without_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def relogin() -> str:
+        raise RuntimeError("plugin printed secret-token-value")
+
+    auth = ApiAuth("secret-token-value", relogin=relogin)
+
+    async def scenario() -> str:
+        refused = await auth.header()
+        await auth.renew(refused)
+        return await auth.header()
+
+    with caplog.at_level(logging.WARNING, logger="agent_operator.login"):
+        assert asyncio.run(scenario()) == "Bearer secret-token-value"
+    assert auth.renewals == 0
+    assert "logging in again after a 401 failed" in caplog.text and "secret-token-value" not in caplog.text
+
+
+def test_api_auth_only_for_a_token_login() -> None:
+    assert ApiAuth.for_login(SimpleNamespace(token=None), relogin=lambda: None) is None
+    auth = ApiAuth.for_login(SimpleNamespace(token="t"), relogin=lambda: SimpleNamespace(token="u"))
+    assert auth is not None and asyncio.run(auth.header()) == "Bearer t"
