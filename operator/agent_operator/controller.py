@@ -38,19 +38,17 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
 from agent_operator.bundle import BUNDLE, bundle_stem
 from agent_operator.compiler import CatalogCompiler
 from agent_operator.discovery import DiscoverySettings, McpDiscovery
 from agent_operator.events import EventPoster
 from agent_operator.inputs import InputProblem, agent_references
-from agent_operator.kube import ApiError, KubeApi
+from agent_operator.kube import ApiError, ApiUnreachable, KubeApi
 from agent_operator.models import Agent, Connector
 from agent_operator.publisher import RegistrationPublisher
-from agent_operator.reader import ABSENT, InputReader
+from agent_operator.reader import ABSENT, InputReader, WatchedVersion
 from agent_operator.reconcile import plan_agent, summarize_connector
-from agent_operator.render import AGENT_LABEL, MANAGED_BY, ROLE_LABEL
+from agent_operator.render import AGENT_LABEL, MANAGED_BY, ROLE_LABEL, token_secret_name
 from agent_operator.settings import OperatorSettings
 from agent_operator.shared import SHARED_LABEL
 from agent_operator.status import (
@@ -58,6 +56,7 @@ from agent_operator.status import (
     Outcome,
     agent_status,
     connector_status,
+    rollout_progress_only,
     warning_event,
 )
 from agent_operator.status_writer import StatusWriter
@@ -69,6 +68,12 @@ log = logging.getLogger("agent_operator")
 # Worth a condition only when they persist: the API server restarting or busy, a write race.
 _TRANSIENT_STATUS = frozenset({409, 429, 500, 502, 503, 504})
 _TRANSIENT_ATTEMPTS = 3
+# A converged Agent's status is written this long after its reconcile or a Deployment change, once for
+# all that happened meanwhile: both rollouts finishing close together cost one status write, not three.
+STATUS_DELAY_SECONDS = 1.0
+# Rollout progress alone (one component available, the other not yet) waits longer: at scale the next
+# change (Ready) usually comes first and the one write says both.
+PROGRESS_DELAY_SECONDS = 10.0
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
 
@@ -83,13 +88,21 @@ def deleting(body: dict[str, Any]) -> bool:
 class Operator:
     """What the handlers share: the latest Agent and Connector bodies, outcomes, and the I/O parts."""
 
-    def __init__(self, api: KubeApi, settings: OperatorSettings) -> None:
+    def __init__(
+        self, api: KubeApi, settings: OperatorSettings, *, watched_version: WatchedVersion | None = None
+    ) -> None:
         self.api = api
         self.settings = settings
         self.compiler = CatalogCompiler(
             seconds=settings.compile_timeout_seconds, memory_bytes=settings.compile_memory_bytes
         )
-        self.reader = InputReader(api, self.compiler)
+        self._watched_version = watched_version
+        self.reader = InputReader(
+            api,
+            self.compiler,
+            watched_version=watched_version,
+            watched_connector=lambda ns, name: self.connectors.get((ns, name)),
+        )
         self.writer = ChildWriter(api)
         self.status = StatusWriter(api)
         self.events = EventPoster(api)
@@ -105,13 +118,14 @@ class Operator:
         self._locks: dict[AgentKey, asyncio.Lock] = {}
         self._connector_locks: dict[AgentKey, asyncio.Lock] = {}
         self._collections: dict[str, asyncio.Task[None]] = {}
+        self._status_tasks: dict[AgentKey, tuple[float, asyncio.Task[None]]] = {}  # (due, task)
         self.reconciled: set[AgentKey] = set()  # Agents converged at least once since start (a probe)
 
     def _lock(self, key: AgentKey) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
     async def aclose(self) -> None:
-        for task in self._collections.values():
+        for task in [*self._collections.values(), *(t for _, t in self._status_tasks.values())]:
             task.cancel()
         self.compiler.close()
         await self.api.aclose()
@@ -227,12 +241,30 @@ class Operator:
         if self.writer.observe(api_version, kind, body):
             return [key]
         if kind == "Deployment" and key in self.outcomes:
-            try:
-                async with self._lock(key):
-                    await self._write_status(key)
-            except (ApiError, httpx.HTTPError) as exc:  # the next Deployment event or resync refreshes it
-                log.warning("status refresh failed", extra={"error": str(exc)[:300]})
+            self._status_soon(key)
         return []
+
+    def _status_soon(
+        self, key: AgentKey, *, delay: float = STATUS_DELAY_SECONDS, force: bool = False
+    ) -> None:
+        """Write the Agent's status in `delay` (or sooner, when already due sooner)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        scheduled = self._status_tasks.get(key)
+        if scheduled is not None:
+            if scheduled[0] <= due:
+                return
+            scheduled[1].cancel()
+        self._status_tasks[key] = (due, loop.create_task(self._status_later(key, delay, force=force)))
+
+    async def _status_later(self, key: AgentKey, delay: float, *, force: bool) -> None:
+        await asyncio.sleep(delay)
+        del self._status_tasks[key]  # from here on, a change schedules another write
+        try:
+            async with self._lock(key):
+                await self._write_status(key, defer_progress=not force)
+        except ApiError as exc:  # the next Deployment event or resync refreshes it
+            log.warning("status refresh failed", extra={"error": str(exc)[:300]})
 
     async def referenced_changed(self, change: Change) -> tuple[list[AgentKey], list[AgentKey]]:
         """A ConfigMap or Secret changed (metadata watch): the (Agents, Connectors) to reconcile."""
@@ -306,7 +338,7 @@ class Operator:
             repairs = await self.writer.apply(key, plan.objects, current=current)
             self.collect_soon(key[0])  # when this rendering dropped a shared object (a new bundle)
             # After the children: the runtime token the registration carries exists by now.
-            registration = await self.registrations.publish(agent)
+            registration = await self.registrations.publish(agent, known_token=self._known_token(key))
             self.outcomes[key] = replace(Outcome.from_plan(plan), registration=registration or "")
             for repair in repairs:
                 log.warning(
@@ -315,10 +347,22 @@ class Operator:
                            "paths": list(repair.paths[:10])},
                 )  # fmt: skip
                 await self.events.post(body, kind="Agent", reason="ChildRepaired", message=repair.describe())
-        if current():
+        if not current():
+            return
+        if self.outcomes[key].problem is None:
+            self._status_soon(key)
+        else:  # bad input: say so at once
             await self._write_status(key)
 
-    async def _write_status(self, key: AgentKey) -> None:
+    def _known_token(self, key: AgentKey) -> tuple[str, str] | None:
+        """The token as created or listed, unless the metadata watch has seen its Secret change since."""
+        known = self.writer.tokens.get(key)
+        if known is None or self._watched_version is None:
+            return known
+        watched = self._watched_version("Secret", key[0], token_secret_name(key[1]))
+        return known if watched in (None, ABSENT, known[0]) else None
+
+    async def _write_status(self, key: AgentKey, *, defer_progress: bool = False) -> None:
         body = self.agents.get(key)
         outcome = self.outcomes.get(key)
         if body is None or outcome is None or deleting(body):
@@ -333,6 +377,9 @@ class Operator:
             memory_enabled=agent.spec.components.memory.enabled,
             now=_now(),
         )
+        if defer_progress and rollout_progress_only(previous, status):
+            self._status_soon(key, delay=PROGRESS_DELAY_SECONDS, force=True)
+            return
         stored = await self.status.write("Agent", *key, previous=previous, status=status)
         if stored is not None and key in self.agents:
             self.agents[key] = {**self.agents[key], "status": stored}
@@ -411,7 +458,7 @@ class Operator:
             log.warning("reconcile failed again; retrying with backoff", extra=extra)
         if _transient(exc) and count < _TRANSIENT_ATTEMPTS:
             return
-        if isinstance(exc, ApplyError):
+        if isinstance(exc, ApplyError) and not isinstance(exc.error, ApiUnreachable):
             problem = InputProblem(
                 reason="ApplyFailed",
                 message=f"{detail}; fix the cause (RBAC, a quota, an admission policy); the operator retries "
@@ -431,7 +478,7 @@ class Operator:
                     await self._write_status(key)
             elif (body := self.connectors.get(key)) is not None:
                 await self._reconcile_connector(key, body, problem=problem)
-        except (ApiError, httpx.HTTPError) as report_error:  # the API itself is failing: the log must do
+        except ApiError as report_error:  # the API itself is failing: the log must do
             log.warning(
                 "could not report the failure", extra={**extra, "report_error": str(report_error)[:300]}
             )
@@ -442,10 +489,10 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def _transient(exc: Exception) -> bool:
-    if isinstance(exc, httpx.HTTPError):
-        return True
     error = exc.error if isinstance(exc, ApplyError) else exc
-    return isinstance(error, ApiError) and error.status in _TRANSIENT_STATUS
+    return isinstance(error, ApiUnreachable) or (
+        isinstance(error, ApiError) and error.status in _TRANSIENT_STATUS
+    )
 
 
 def _describe(exc: Exception) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_operator.kube import ApiError, KubeApi, object_path
+from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
 from agent_operator.mcp import (
     DISCOVERED,
     DISCOVERY_KEY,
@@ -258,6 +258,8 @@ class McpDiscovery:
         where = f"spec.credentials[token].secretKeyRef: Secret {ref.name!r}"
         try:
             body = await self.api.get(object_path("v1", "Secret", connector.meta.namespace, ref.name))
+        except ApiUnreachable:
+            raise  # an outage, not a refused read: the reconcile is retried
         except ApiError as exc:
             raise _Failed("TokenUnreadable", f"{where} cannot be read (HTTP {exc.status})") from None
         if body is None:

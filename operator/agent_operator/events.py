@@ -10,8 +10,6 @@ import datetime
 import logging
 from typing import Any, Literal
 
-import httpx
-
 from agent_operator.kube import ApiError, KubeApi, object_path
 from agent_operator.models import API_VERSION
 from agent_operator.render import MANAGED_BY
@@ -60,5 +58,5 @@ class EventPoster:
             await self.api.create(
                 object_path("v1", "Event", meta["namespace"]), event, field_manager=FIELD_MANAGER
             )
-        except (ApiError, httpx.HTTPError) as exc:  # best effort; the condition already says it
+        except ApiError as exc:  # best effort; the condition already says it
             log.warning("could not post event", extra={"reason": reason, "error": str(exc)[:300]})

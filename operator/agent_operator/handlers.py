@@ -17,7 +17,6 @@ import logging
 import os
 from typing import Any
 
-import httpx
 import kopf
 
 from agent_operator.controller import Operator
@@ -25,6 +24,7 @@ from agent_operator.kube import ApiError, Connection, KubeApi
 from agent_operator.login import ApiAuth, login_info, token_file
 from agent_operator.models import AGENT_PLURAL, CONNECTOR_PLURAL, GROUP, VERSION
 from agent_operator.peering import outranked
+from agent_operator.reader import ABSENT
 from agent_operator.render import MANAGED_BY
 from agent_operator.settings import OperatorSettings
 from agent_operator.watches import Change, MetadataWatch
@@ -89,16 +89,27 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     relogin = functools.partial(_login_info, settings=settings, logger=logger)
     auth = ApiAuth.for_login(info, relogin=relogin, token_file=await asyncio.to_thread(token_file))
     api = KubeApi(Connection.from_kopf(info, auth=auth), max_connections=config.api_connections)
-    op = Operator(api, config)
-    _state.update(operator=op, retries={}, generations={}, tasks=set())
-    watches = [
-        MetadataWatch(api, kind=kind, namespace=ns, on_change=_on_referenced_change)
+    watches = {
+        (kind, ns): MetadataWatch(api, kind=kind, namespace=ns, on_change=_on_referenced_change)
         for kind in ("ConfigMap", "Secret")
         for ns in (config.namespaces or (None,))
-    ]
-    _state["background"] = [asyncio.create_task(w.run()) for w in watches]
+    }
+    op = Operator(api, config, watched_version=functools.partial(_watched_version, watches))
+    _state.update(operator=op, retries={}, generations={}, tasks=set())
+    _state["background"] = [asyncio.create_task(w.run()) for w in watches.values()]
     if config.resync_seconds > 0:
         _state["background"].append(asyncio.create_task(_resync_loop(op, config.resync_seconds)))
+
+
+def _watched_version(
+    watches: dict[tuple[str, str | None], MetadataWatch], kind: str, namespace: str, name: str
+) -> str | None:
+    """The resourceVersion the metadata watch holds for an object ("" when it has none); None before the
+    watch's first listing, so readers fall back to a GET."""
+    watch = watches.get((kind, namespace)) or watches.get((kind, None))
+    if watch is None or not watch.listed.is_set():
+        return None
+    return watch.known.get((namespace, name), ABSENT)
 
 
 @kopf.on.cleanup()
@@ -138,7 +149,7 @@ async def _resync_loop(op: Operator, interval: float) -> None:
             op.collect_everywhere()
             try:
                 await op.prune_registrations()
-            except (ApiError, httpx.HTTPError) as exc:  # e.g. no rights in the OE's namespace: say so, go on
+            except ApiError as exc:  # e.g. no rights in the OE's namespace: say so, go on
                 log.warning("registrations not pruned", extra={"error": type(exc).__name__})
         except asyncio.CancelledError:
             raise
@@ -158,7 +169,7 @@ async def _paused(op: Operator) -> bool:
     )
     try:
         body = await op.api.get(path)
-    except (ApiError, httpx.HTTPError):
+    except ApiError:
         return True
     status = (body or {}).get("status") or {}
     now = datetime.datetime.now(datetime.UTC)
@@ -196,7 +207,7 @@ async def _referenced_changed(change: Change) -> None:
     op = operator()
     try:
         agents, connectors = await op.referenced_changed(change)
-    except (ApiError, httpx.HTTPError) as exc:  # the next change or the resync gets it
+    except ApiError as exc:  # the next change or the resync gets it
         log.warning("could not handle a change", extra={"kind": change.kind, "error": str(exc)[:300]})
         return
     except Exception:  # a bug: logged, and the watch goes on
@@ -227,7 +238,7 @@ async def agent_event(event: dict[str, Any], body: Any, namespace: str, name: st
         _state["generations"].pop(("agent", key), None)
         try:
             await op.withdraw_registration(key)
-        except (ApiError, httpx.HTTPError) as exc:  # the resync's prune gets it
+        except ApiError as exc:  # the resync's prune gets it
             log.warning("registration not withdrawn", extra={"agent": name, "error": type(exc).__name__})
         return
     op.agents[key] = _plain(body)

@@ -3,17 +3,22 @@
 The registration Secret lives in the OE's namespace, so the Agent cannot own it and the garbage collector
 never removes it: the operator withdraws it when the Agent is deleted, and a resync prunes any whose
 Agent is gone (one deleted while no operator ran). It is written only when its content changes.
+
+What is in place is learnt with one LIST of the OE namespace's registrations (again after a resync), and the
+runtime token from what the operator itself created or listed, so a restart with a thousand Agents reads
+nothing per Agent; a token Secret that changed since (a rotation) is read again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import logging
 from typing import Any
 
-from agent_operator.kube import ApiError, KubeApi, object_path
+from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
 from agent_operator.models import Agent
 from agent_operator.registration import AGENT_NAMESPACE_LABEL, registration_secret_name, render_registration
 from agent_operator.render import AGENT_LABEL, token_secret_name
@@ -23,6 +28,7 @@ from agent_runtime.oe.registration import REGISTRATION_LABEL
 log = logging.getLogger(__name__)
 
 AgentKey = tuple[str, str]
+KnownToken = tuple[str, str]  # the token Secret's resourceVersion, the token
 
 
 class RegistrationPublisher:
@@ -33,6 +39,9 @@ class RegistrationPublisher:
         self._published: dict[AgentKey, tuple[str, str | None]] = {}
         # The resourceVersion of each Agent's token Secret as last read: an edit (a rotation) republishes.
         self._token_versions: dict[AgentKey, str] = {}
+        # Registrations in place (name -> data and labels) from one LIST; None: not listed (or refused).
+        self._live: dict[str, dict[str, Any]] | None = None
+        self._list_lock = asyncio.Lock()
 
     def token_changed(self, key: AgentKey, resource_version: str) -> bool:
         """Whether the Agent's token Secret changed since its registration was last published."""
@@ -42,14 +51,16 @@ class RegistrationPublisher:
     def forget_all(self) -> None:
         """Forget what was written (a resync re-checks every registration against the server)."""
         self._published.clear()
+        self._live = None
 
-    async def publish(self, agent: Agent) -> str | None:
+    async def publish(self, agent: Agent, *, known_token: KnownToken | None = None) -> str | None:
         """Write the Agent's registration; None when it is in place, else why it is not (for a condition).
+        `known_token`: the token Secret as the operator created or listed it, when nothing says it changed.
 
         Read before writing: a resync (which forgets what was written) finds it in place and writes nothing.
         """
         key = (agent.meta.namespace, agent.meta.name)
-        token = await self._token(agent)
+        token = await self._token(agent, known_token)
         if token is None:
             return f"the runtime token Secret {token_secret_name(agent.meta.name)} has no token yet"
         manifest = render_registration(agent, token=token, settings=self._settings)
@@ -59,15 +70,20 @@ class RegistrationPublisher:
             return known[1]
         path = object_path("v1", "Secret", self._settings.oe_namespace, manifest["metadata"]["name"])
         problem: str | None = None
+        name = manifest["metadata"]["name"]
         try:
-            live = await self._api.get(path)
+            live = await self._in_place(path, name)
             if (
                 live is None
                 or (live.get("data") or {}) != manifest["data"]
                 or _labels(live) != _labels(manifest)
             ):
                 await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
+                if self._live is not None:
+                    self._live[name] = {"data": manifest["data"], "metadata": {"labels": _labels(manifest)}}
                 log.info("registration published", extra={"agent": key[1], "namespace": key[0]})
+        except ApiUnreachable:
+            raise  # an outage: the reconcile is retried, nothing is remembered
         except ApiError as exc:
             # The OE's namespace may not exist yet, or RBAC may not allow it: say so, never the token.
             problem = (
@@ -77,11 +93,29 @@ class RegistrationPublisher:
         self._published[key] = (digest, problem)
         return problem
 
+    async def _in_place(self, path: str, name: str) -> dict[str, Any] | None:
+        """The registration as it stands: from the namespace's one LIST, or a GET when it cannot be listed."""
+        async with self._list_lock:
+            if self._live is None:
+                collection = object_path("v1", "Secret", self._settings.oe_namespace)
+                try:
+                    items = await self._api.list(collection, label_selector=f"{REGISTRATION_LABEL}=true")
+                except ApiError:
+                    items = None
+                if items is not None:
+                    self._live = {item["metadata"]["name"]: item for item in items}
+        if self._live is not None:
+            return self._live.get(name)
+        return await self._api.get(path)
+
     async def withdraw(self, key: AgentKey) -> None:
         """Delete the Agent's registration if it exists (gone already is fine)."""
         known = self._published.pop(key, None)
         self._token_versions.pop(key, None)
-        path = object_path("v1", "Secret", self._settings.oe_namespace, registration_secret_name(*key))
+        name = registration_secret_name(*key)
+        if self._live is not None:
+            self._live.pop(name, None)
+        path = object_path("v1", "Secret", self._settings.oe_namespace, name)
         if known is not None and known[1] is not None:
             return  # never written
         if known is None and await self._api.get(path) is None:
@@ -102,7 +136,10 @@ class RegistrationPublisher:
                 pruned += 1
         return pruned
 
-    async def _token(self, agent: Agent) -> str | None:
+    async def _token(self, agent: Agent, known: KnownToken | None) -> str | None:
+        if known is not None:
+            self._token_versions[(agent.meta.namespace, agent.meta.name)] = known[0]
+            return known[1]
         secret: dict[str, Any] | None = await self._api.get(
             object_path("v1", "Secret", agent.meta.namespace, token_secret_name(agent.meta.name))
         )

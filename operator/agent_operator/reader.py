@@ -4,12 +4,17 @@ their catalogs compiled (off the event loop, see compiler.py).
 Secrets are read for their key names and resourceVersion only; no value leaves this module. Every
 referenced object's resourceVersion as last read (or its absence) is remembered, so a metadata watch event
 can tell whether it changes anything.
+
+Reads are served from what the watches already hold when they can be: a Connector from the Connector watch,
+a ConfigMap's data or a Secret's key names from the last GET while the metadata watch still reports that
+same resourceVersion. So a thousand Agents using one Connector cost one GET of each, not a thousand.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_operator.compiler import CatalogCompiler
 from agent_operator.inputs import AgentInputs, CatalogKey, SecretMeta, agent_references, catalog_key
@@ -19,6 +24,12 @@ from agent_runtime.connectors import ToolDefinitions
 
 ObjectKey = tuple[str, str, str]  # kind, namespace, name
 ABSENT = ""  # the resourceVersion remembered for an object that did not exist
+# The resourceVersion a watch holds for (kind, namespace, name): ABSENT when it knows there is none, None
+# when no watch knows (not listed yet, or a kind nobody watches).
+WatchedVersion = Callable[[str, str, str], str | None]
+# A Connector's body as the Connector watch last delivered it, or None.
+WatchedConnector = Callable[[str, str], dict[str, Any] | None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -28,10 +39,20 @@ class ConnectorInputs:
 
 
 class InputReader:
-    def __init__(self, api: KubeApi, compiler: CatalogCompiler) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        compiler: CatalogCompiler,
+        *,
+        watched_version: WatchedVersion | None = None,
+        watched_connector: WatchedConnector | None = None,
+    ) -> None:
         self.api = api
         self.compiler = compiler
         self.versions: dict[ObjectKey, str] = {}
+        self._watched_version = watched_version
+        self._watched_connector = watched_connector
+        self._values: dict[ObjectKey, tuple[str, Any]] = {}  # last read: (resourceVersion, value)
 
     def stale(self, kind: str, namespace: str, name: str, resource_version: str) -> bool:
         """Whether an object some reconcile read (or found missing) now has another resourceVersion
@@ -42,13 +63,11 @@ class InputReader:
 
     def forget(self) -> None:
         self.versions.clear()
+        self._values.clear()
 
     async def agent_inputs(self, agent: Agent) -> AgentInputs:
         ns = agent.meta.namespace
-        connectors: dict[str, Connector | None] = {}
-        for name in agent.spec.connectors:
-            body = await self.api.get(object_path(API_VERSION, "Connector", ns, name))
-            connectors[name] = Connector.from_body(body) if body else None
+        connectors = {name: await self.connector(ns, name) for name in agent.spec.connectors}
         refs = agent_references(agent, connectors)
         config_maps = {name: await self.config_map(ns, name) for name in sorted(refs.config_maps)}
         secrets = {name: await self.secret_meta(ns, name) for name in sorted(refs.secrets)}
@@ -87,18 +106,47 @@ class InputReader:
         name = connector.meta.name
         return {catalog_key(name, text): await self.compiler.compile(text, connector_name=name)}
 
+    async def connector(self, ns: str, name: str) -> Connector | None:
+        """From the Connector watch when it has it (parsed once per resourceVersion), else a GET."""
+        body = self._watched_connector(ns, name) if self._watched_connector else None
+        if body is None:
+            body = await self.api.get(object_path(API_VERSION, "Connector", ns, name))
+            return Connector.from_body(body) if body else None
+        version = (body.get("metadata") or {}).get("resourceVersion", "")
+        key = ("Connector", ns, name)
+        cached = self._values.get(key)
+        if cached is not None and cached[0] == version and version:
+            return cached[1]
+        connector = Connector.from_body(body)
+        self._values[key] = (version, connector)
+        return connector
+
     async def config_map(self, ns: str, name: str) -> dict[str, str] | None:
-        body = await self.api.get(object_path("v1", "ConfigMap", ns, name))
-        self.versions[("ConfigMap", ns, name)] = _version(body)
-        return None if body is None else dict(body.get("data") or {})
+        return await self._read("ConfigMap", ns, name, lambda body: dict(body.get("data") or {}))
 
     async def secret_meta(self, ns: str, name: str) -> SecretMeta | None:
-        body = await self.api.get(object_path("v1", "Secret", ns, name))
-        self.versions[("Secret", ns, name)] = _version(body)
-        if body is None:
-            return None
-        keys = frozenset((body.get("data") or {}).keys()) | frozenset((body.get("stringData") or {}).keys())
-        return SecretMeta(resource_version=body["metadata"].get("resourceVersion", ""), keys=keys)
+        return await self._read("Secret", ns, name, _secret_meta)
+
+    async def _read(self, kind: str, ns: str, name: str, convert: Callable[[dict[str, Any]], T]) -> T | None:
+        """The object's value as last read while the metadata watch reports the same resourceVersion;
+        otherwise a GET (remembered for the next reader)."""
+        key = (kind, ns, name)
+        cached = self._values.get(key)
+        watched = self._watched_version(kind, ns, name) if self._watched_version else None
+        if cached is not None and watched == cached[0]:
+            self.versions[key] = cached[0]
+            return cached[1]
+        body = await self.api.get(object_path("v1", kind, ns, name))
+        version = _version(body)
+        value = None if body is None else convert(body)
+        self.versions[key] = version
+        self._values[key] = (version, value)
+        return value
+
+
+def _secret_meta(body: dict[str, Any]) -> SecretMeta:
+    keys = frozenset((body.get("data") or {}).keys()) | frozenset((body.get("stringData") or {}).keys())
+    return SecretMeta(resource_version=body["metadata"].get("resourceVersion", ""), keys=keys)
 
 
 def _version(body: dict[str, Any] | None) -> str:

@@ -261,6 +261,27 @@ def warning_event(previous: Mapping[str, Any], problem: InputProblem | None) -> 
     return (problem.reason, problem.message)
 
 
+ROLLOUT_REASONS = frozenset({"DeploymentMissing", "Updating", "RolloutInProgress"})
+
+
+def rollout_progress_only(previous: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether `current` differs from `previous` only in how far a rollout got: the Agent was and stays not
+    Ready for a rollout, the same generation, and every condition but the components' says the same; or a
+    new Agent (no status yet) is rolling out for the first time."""
+    if not previous.get("conditions"):
+        ready = next((c for c in current.get("conditions") or [] if c.get("type") == READY), None)
+        return ready is not None and ready["status"] == "False" and ready["reason"] in ROLLOUT_REASONS
+    if previous.get("observedGeneration") != current.get("observedGeneration"):
+        return False
+    before = {c.get("type"): c for c in previous.get("conditions") or []}
+    after = {c.get("type"): c for c in current.get("conditions") or []}
+    for kind in (READY, BUNDLE, REGISTERED):
+        old, new = before.get(kind), after.get(kind)
+        if old is None or new is None or (old["status"], old["reason"]) != (new["status"], new["reason"]):
+            return False
+    return after[READY]["status"] == "False" and after[READY]["reason"] in ROLLOUT_REASONS
+
+
 def status_changed(previous: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
     """True when a write is due; keys the operator does not own are ignored."""
     return any(previous.get(key) != value for key, value in current.items())

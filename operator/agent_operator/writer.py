@@ -20,6 +20,7 @@ no Agent renders them and no pod uses them.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import secrets
@@ -42,6 +43,7 @@ from agent_operator.render import (
 from agent_operator.settings import FIELD_MANAGER
 from agent_operator.shared import SHARED_LABEL, garbage, held_by_workloads
 from agent_operator.status import DeploymentState
+from agent_runtime import contract
 
 log = logging.getLogger("agent_operator")
 
@@ -107,6 +109,8 @@ class ChildWriter:
         self.pending: set[str] = set()  # namespaces with shared objects that may have lost their last user
         self.tampered: set[MemoKey] = set()  # bundle ConfigMaps whose content does not match their name
         self.deployments: dict[AgentKey, dict[str, DeploymentState]] = {}
+        # Each Agent's runtime token as created or listed here: (resourceVersion, token); never logged.
+        self.tokens: dict[AgentKey, tuple[str, str]] = {}
         self._primed: set[str] = set()
         self._prime_locks: dict[str, asyncio.Lock] = {}
         self._shared_locks: dict[MemoKey, asyncio.Lock] = {}
@@ -119,6 +123,7 @@ class ChildWriter:
             for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
                 store.pop(memo, None)
         self.deployments.pop(key, None)
+        self.tokens.pop(key, None)
         self._use(key, set())
 
     def forget_all(self) -> None:
@@ -190,6 +195,8 @@ class ChildWriter:
             self.applied[memo] = CREATED
             if role == "bundle":
                 self.bundle_versions[memo] = meta.get("resourceVersion", "")
+            elif token := (item.get("data") or {}).get(contract.TOKEN_SECRET_KEY):
+                self.tokens[(ns, agent)] = (meta.get("resourceVersion", ""), base64.b64decode(token).decode())
             return
         self.applied[memo] = (meta.get("annotations") or {}).get(APPLIED_HASH, "")
         if listed:  # not checked against the rendering yet: the Agent's next reconcile does that
@@ -222,6 +229,8 @@ class ChildWriter:
         for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
             store.pop(memo, None)
         self.shared_live.get(memo[0], set()).discard(memo)
+        if labels.get(ROLE_LABEL) == "runtime-token":
+            self.tokens.pop((memo[0], labels.get(AGENT_LABEL, "")), None)
         component = labels.get(COMPONENT_LABEL)
         if memo[2] == "Deployment" and component in COMPONENTS:
             self.deployments.get((memo[0], labels.get(AGENT_LABEL, "")), {}).pop(component, None)
@@ -326,7 +335,7 @@ class ChildWriter:
         ns, api_version, kind, name = memo
         body = dict(desired.manifest)
         if desired.generate_token:
-            body["stringData"] = {"token": secrets.token_urlsafe(32)}
+            body["stringData"] = {contract.TOKEN_SECRET_KEY: secrets.token_urlsafe(32)}
         collection = object_path(api_version, kind, ns)
         _check(current)
         try:

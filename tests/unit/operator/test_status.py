@@ -5,7 +5,14 @@ from __future__ import annotations
 from agent_operator.inputs import InputProblem
 from agent_operator.reconcile import plan_agent
 from agent_operator.settings import RenderSettings
-from agent_operator.status import DeploymentState, Outcome, agent_status, status_changed, warning_event
+from agent_operator.status import (
+    DeploymentState,
+    Outcome,
+    agent_status,
+    rollout_progress_only,
+    status_changed,
+    warning_event,
+)
 from tests.unit.operator.specimens import inputs
 
 OUTCOME = Outcome.from_plan(plan_agent(inputs(), settings=RenderSettings()))
@@ -109,3 +116,20 @@ def test_registered_says_whether_the_oe_can_run_the_agent() -> None:
     assert _cond(_status({}, deployments), "Registered")["status"] == "Unknown"
     # Registration does not gate Ready: a running Agent is Ready whether or not the OE knows it yet.
     assert _cond(failed, "Ready")["status"] == "True"
+
+
+def test_rollout_progress_alone_is_told_apart_from_a_change_worth_writing_at_once() -> None:
+    started = _status({}, {"aer": _state("aer", ready=0), "tool": _state("tool", ready=0)})
+    one_up = _status(started, {"aer": _state("aer"), "tool": _state("tool", ready=0)})
+    assert status_changed(started, one_up)  # a write is due, but it may wait for the next change
+    assert rollout_progress_only(started, one_up)
+    both_up = _status(one_up, {"aer": _state("aer"), "tool": _state("tool")})
+    assert not rollout_progress_only(one_up, both_up)  # Ready: at once
+    assert rollout_progress_only({}, started)  # a new Agent's first rollout: Ready may come first
+    assert not rollout_progress_only({}, both_up)
+    refused = _status(
+        started,
+        {"aer": _state("aer"), "tool": _state("tool", ready=0)},
+        outcome=Outcome(problem=InputProblem(reason="SecretMissing", message="create it")),
+    )
+    assert not rollout_progress_only(started, refused)  # bad input: at once
