@@ -215,7 +215,7 @@ class Operator:
         body = self.agents.get(key)
         return body is not None and not deleting(body)
 
-    async def child_changed(
+    def child_changed(
         self, api_version: str, kind: str, body: dict[str, Any], *, deleted: bool
     ) -> list[AgentKey]:
         """A watched child changed: the Agents to reconcile (deleted or hand-edited); status refreshed."""

@@ -79,6 +79,21 @@ def projection(live: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def generation_key(live: Mapping[str, Any]) -> tuple[Any, ...]:
+    """For a kind whose metadata.generation moves with every spec change (Deployments): the generation and
+    the metadata drift is judged on. An equal key means nothing to check again, without hashing the spec
+    (a rollout's status updates come by the dozen)."""
+    meta = live.get("metadata") or {}
+    ours = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith("agentengine.io/")}
+    owners = tuple(o.get("uid", "") for o in meta.get("ownerReferences") or [])
+    return (
+        meta.get("generation"),
+        tuple(sorted((meta.get("labels") or {}).items())),
+        tuple(sorted(ours.items())),
+        owners,
+    )
+
+
 def fingerprint(live: Mapping[str, Any]) -> str:
     """A short hash of the projection: equal fingerprints, nothing to re-check (status churn is ignored)."""
     return canonical_hash(projection(live))[:32]

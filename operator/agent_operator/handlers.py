@@ -15,6 +15,7 @@ import datetime
 import functools
 import logging
 import os
+from collections.abc import Coroutine
 from typing import Any
 
 import kopf
@@ -27,7 +28,7 @@ from agent_operator.peering import outranked
 from agent_operator.reader import ABSENT
 from agent_operator.render import MANAGED_BY
 from agent_operator.settings import OperatorSettings
-from agent_operator.watches import Change, MetadataWatch
+from agent_operator.watches import Change, MetadataWatch, ObjectWatch
 from agent_operator.writer import AgentKey
 
 log = logging.getLogger("agent_operator")
@@ -73,8 +74,6 @@ def configure(settings: OperatorSettings, *, identity: str) -> None:
 async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     config: OperatorSettings = _state.get("settings") or OperatorSettings.from_env(os.environ)
     settings.posting.enabled = False  # our own Events say what matters; kopf's would be writes per handler
-    for plural in CHILD_KINDS:
-        settings.watching.label_selectors[plural] = f"app.kubernetes.io/managed-by={MANAGED_BY}"
     settings.batching.worker_limit = 256
     # Only raw event handlers here: kopf's per-event diff base (a deep copy of every body) is never used.
     settings.persistence.diffbase_storage = _NoDiffBase()
@@ -96,7 +95,19 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     }
     op = Operator(api, config, watched_version=functools.partial(_watched_version, watches))
     _state.update(operator=op, retries={}, generations={}, tasks=set())
-    _state["background"] = [asyncio.create_task(w.run()) for w in watches.values()]
+    children = [
+        ObjectWatch(
+            api,
+            api_version=api_version,
+            kind=kind,
+            namespace=ns,
+            label_selector=f"app.kubernetes.io/managed-by={MANAGED_BY}",
+            on_object=_on_child,
+        )
+        for api_version, kind in CHILD_KINDS
+        for ns in (config.namespaces or (None,))
+    ]
+    _state["background"] = [asyncio.create_task(w.run()) for w in [*watches.values(), *children]]
     if config.resync_seconds > 0:
         _state["background"].append(asyncio.create_task(_resync_loop(op, config.resync_seconds)))
 
@@ -195,12 +206,17 @@ async def _retry(func: Any, key: AgentKey, *, what: str, attempt: int, delay: fl
     await _guarded(func, key, what=what, attempt=attempt)
 
 
-async def _on_referenced_change(change: Change) -> None:
-    """From the metadata watches: handled in a task of its own, so the watch reads on."""
-    task = asyncio.create_task(_referenced_changed(change))
+def _spawn(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` in a task of its own (kept until done), so the watch that asked for it reads on."""
+    task = asyncio.create_task(work)
     tasks: set[asyncio.Task[None]] = _state["tasks"]
     tasks.add(task)
     task.add_done_callback(tasks.discard)
+
+
+async def _on_referenced_change(change: Change) -> None:
+    """From the metadata watches."""
+    _spawn(_referenced_changed(change))
 
 
 async def _referenced_changed(change: Change) -> None:
@@ -296,42 +312,25 @@ async def _discovery_loop(op: Operator) -> None:
             log.exception("mcp discovery round failed; the next round runs as planned")
 
 
-# The operator's own children: a deletion or a hand edit is put back when the watch reports it.
-CHILD_KINDS = {
-    "deployments": ("apps/v1", "Deployment"),
-    "services": ("v1", "Service"),
-    "serviceaccounts": ("v1", "ServiceAccount"),
-    "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
-}
+# The operator's own children (watches.ObjectWatch): a deletion or a hand edit is put back when reported.
+CHILD_KINDS = (
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ServiceAccount"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+)
 
 
-async def _child_event(plural: str, event: dict[str, Any], body: Any) -> None:
-    api_version, kind = CHILD_KINDS[plural]
-    op = operator()
-    # Read in place (no copy): child_changed takes what it needs before its first await.
-    agents = await op.child_changed(api_version, kind, body, deleted=event.get("type") == "DELETED")
+async def _on_child(api_version: str, kind: str, body: dict[str, Any], deleted: bool) -> None:
+    """From the child watches: bookkeeping in place (the body is read, not kept); a reconcile it calls for
+    runs in a task of its own, so the watch reads on."""
+    try:
+        agents = operator().child_changed(api_version, kind, body, deleted=deleted)
+    except Exception:  # a bug: logged, and the watch goes on
+        log.exception("could not handle a child's change", extra={"kind": kind})
+        return
     for key in agents:
-        await _guarded(op.reconcile_agent, key, what="agent")
-
-
-@kopf.on.event("apps", "v1", "deployments")
-async def deployment_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-    await _child_event("deployments", event, body)
-
-
-@kopf.on.event("v1", "services")
-async def service_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-    await _child_event("services", event, body)
-
-
-@kopf.on.event("v1", "serviceaccounts")
-async def service_account_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-    await _child_event("serviceaccounts", event, body)
-
-
-@kopf.on.event("networking.k8s.io", "v1", "networkpolicies")
-async def network_policy_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-    await _child_event("networkpolicies", event, body)
+        _spawn(_guarded(operator().reconcile_agent, key, what="agent"))
 
 
 _META_KEYS = (

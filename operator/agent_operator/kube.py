@@ -41,6 +41,7 @@ WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Metadata only (names, labels, resourceVersion): a watch of every Secret never carries a Secret's data.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+LIST_PAGE = 500  # items per LIST request
 WATCH_SECONDS = 290  # the server ends each watch after this; the client's read timeout is a little longer
 # What a request can fail with before any answer: no connection, TLS, a reset or dropped connection, a
 # timeout (aiohttp's own timeouts are ClientErrors and TimeoutErrors; TimeoutError is an OSError).
@@ -312,9 +313,34 @@ class KubeApi:
         return self._json(answer)
 
     async def list(self, path: str, *, label_selector: str | None = None) -> list[dict[str, Any]]:
-        params = {"labelSelector": label_selector} if label_selector else None
-        answer = await self._request("GET", path, params=params)
-        return list(self._json(answer).get("items") or [])
+        items: list[dict[str, Any]] = []
+        async for page, _ in self.pages(path, label_selector=label_selector):
+            items.extend(page)
+        return items
+
+    async def pages(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+        limit: int = LIST_PAGE,
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """A LIST in pages of `limit` items (so a large collection is never one body in memory): each
+        page's items and the list's resourceVersion (the last page's is the one to watch from)."""
+        params = {"limit": str(limit)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        while True:
+            answer = await self._request(
+                "GET", path, params=params, accept=METADATA_LIST if metadata_only else None
+            )
+            body = self._json(answer)
+            meta = body.get("metadata") or {}
+            yield list(body.get("items") or []), meta.get("resourceVersion", "")
+            if not meta.get("continue"):
+                return
+            params = {**params, "continue": meta["continue"]}
 
     async def apply(self, path: str, manifest: Mapping[str, Any], *, field_manager: str) -> dict[str, Any]:
         """Server-side apply (JSON is YAML), taking ownership of conflicting fields."""
@@ -343,12 +369,28 @@ class KubeApi:
 
     async def list_metadata(self, path: str) -> tuple[list[dict[str, Any]], str]:
         """(items as PartialObjectMetadata, the list's resourceVersion)."""
-        body = self._json(await self._request("GET", path, accept=METADATA_LIST))
-        return list(body.get("items") or []), (body.get("metadata") or {}).get("resourceVersion", "")
+        items: list[dict[str, Any]] = []
+        version = ""
+        async for page, page_version in self.pages(path, metadata_only=True):
+            items.extend(page)
+            version = page_version
+        return items, version
 
     async def watch_metadata(self, path: str, *, resource_version: str) -> AsyncIterator[dict[str, Any]]:
-        """Watch events ({type, object}) with PartialObjectMetadata objects, until the server ends the
-        watch; an ERROR event (e.g. 410 Gone) is yielded as it comes."""
+        """Watch events ({type, object}) with PartialObjectMetadata objects (see `watch`)."""
+        async for event in self.watch(path, resource_version=resource_version, metadata_only=True):
+            yield event
+
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events ({type, object}) until the server ends the watch; an ERROR event (e.g. 410 Gone) is
+        yielded as it comes."""
         self.requests["WATCH"] += 1
         params = {
             "watch": "1",
@@ -356,8 +398,10 @@ class KubeApi:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_SECONDS),
         }
+        if label_selector:
+            params["labelSelector"] = label_selector
         try:
-            response = await self._open_watch(path, params)
+            response = await self._open_watch(path, params, accept=METADATA_WATCH if metadata_only else None)
             async with response:
                 if not 200 <= response.status < 300:
                     self._raise(response.status, response.reason or "", await response.read())
@@ -380,11 +424,13 @@ class KubeApi:
         except _TRANSPORT_ERRORS as exc:
             raise ApiUnreachable.of(exc, "WATCH", path) from None
 
-    async def _open_watch(self, path: str, params: Mapping[str, str]) -> aiohttp.ClientResponse:
+    async def _open_watch(
+        self, path: str, params: Mapping[str, str], *, accept: str | None
+    ) -> aiohttp.ClientResponse:
         """The watch's response, headers read; after a 401, once more with a renewed token."""
         session = self._session(watch=True)
         url = self._url(path)
-        headers = {"Accept": METADATA_WATCH}
+        headers = {"Accept": accept or "application/json"}
         auth = self._auth
         if auth is not None:
             headers["Authorization"] = await auth.header()

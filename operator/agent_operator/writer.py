@@ -8,9 +8,9 @@ hash alone, so the live object itself is checked against the rendering (drift.py
 listing or a write shows it in a state not checked before; a drifted object is applied again (server-side,
 taking the operator's fields back) and, when someone else's fields remain (an added env var), replaced.
 
-Order: bundle ConfigMaps and the token Secret, then NetworkPolicies, ServiceAccounts, Services, and
-Deployments last; any failure stops there, so no workload starts unprotected or half-configured. Children
-no longer rendered are deleted workloads first, NetworkPolicies last.
+Order: everything a pod needs (bundle ConfigMaps, the token Secret, NetworkPolicies, ServiceAccounts,
+Services) concurrently, then the Deployments; any failure stops there, so no workload starts unprotected or
+half-configured. Children no longer rendered are deleted workloads first, NetworkPolicies last.
 
 Objects shared by the namespace's Agents (shared.py) are written by whichever Agent needs them first (one
 lock per object, so a thousand Agents starting at once write it once) and deleted by `collect_garbage` once
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_operator.bundle import bundle_stem, bundle_tampering
-from agent_operator.drift import SERVER_DEFAULTED, drift, fingerprint, projection
+from agent_operator.drift import SERVER_DEFAULTED, drift, fingerprint, generation_key, projection
 from agent_operator.kube import ApiError, KubeApi, object_path
 from agent_operator.render import (
     AGENT_LABEL,
@@ -100,6 +100,7 @@ class ChildWriter:
         self.api = api
         self.applied: dict[MemoKey, str] = {}  # the applied-hash (or CREATED) the live object carries
         self.verified: dict[MemoKey, str] = {}  # fingerprint of the live object last seen to hold it
+        self.generations: dict[MemoKey, tuple[Any, ...]] = {}  # drift.generation_key of it (Deployments)
         self.suspect: dict[MemoKey, dict[str, Any]] = {}  # live projections not yet checked
         self.bundle_versions: dict[MemoKey, str] = {}  # resourceVersion of bundle ConfigMaps we wrote
         self.owned: dict[AgentKey, set[MemoKey]] = {}  # each Agent's own children
@@ -120,7 +121,7 @@ class ChildWriter:
     def forget_agent(self, key: AgentKey) -> None:
         """The Agent is gone: its children go with it (ownerReferences); its shared objects may be unused."""
         for memo in self.owned.pop(key, set()):
-            for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
+            for store in (self.applied, self.verified, self.generations, self.suspect, self.bundle_versions):
                 store.pop(memo, None)
         self.deployments.pop(key, None)
         self.tokens.pop(key, None)
@@ -129,7 +130,14 @@ class ChildWriter:
     def forget_all(self) -> None:
         """Drop what was learnt of live objects; the next reconcile per namespace lists again (a resync).
         Who uses which shared object is kept: it comes from renderings, not from the cluster."""
-        for store in (self.applied, self.verified, self.suspect, self.bundle_versions, self.owned):
+        for store in (
+            self.applied,
+            self.verified,
+            self.generations,
+            self.suspect,
+            self.bundle_versions,
+            self.owned,
+        ):
             store.clear()
         self.shared_live.clear()
         self._primed.clear()
@@ -162,12 +170,14 @@ class ChildWriter:
             selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
             bundles: dict[tuple[str, str], dict[str, dict[str, str]]] = {}  # (stem, digest) -> parts
             for api_version, kind in MANAGED_KINDS:
-                for item in await self.api.list(object_path(api_version, kind, ns), label_selector=selector):
-                    self._learn(ns, api_version, kind, item, listed=True)
-                    name = item["metadata"]["name"]
-                    role = (item["metadata"].get("labels") or {}).get(ROLE_LABEL)
-                    if role == "bundle" and (stem := bundle_stem(name)) is not None:
-                        bundles.setdefault(stem, {})[name] = item.get("data") or {}
+                path = object_path(api_version, kind, ns)
+                async for items, _ in self.api.pages(path, label_selector=selector):  # a page at a time
+                    for item in items:
+                        self._learn(ns, api_version, kind, item, listed=True)
+                        name = item["metadata"]["name"]
+                        role = (item["metadata"].get("labels") or {}).get(ROLE_LABEL)
+                        if role == "bundle" and (stem := bundle_stem(name)) is not None:
+                            bundles.setdefault(stem, {})[name] = item.get("data") or {}
             for (stem, digest), parts in bundles.items():
                 files = {k: v for data in parts.values() for k, v in data.items()}
                 if (problem := bundle_tampering(files, digest_prefix=digest)) is not None:
@@ -219,14 +229,22 @@ class ChildWriter:
         if memo in self.suspect:  # listed, and the Agent's coming reconcile checks it: keep it current
             self.suspect[memo] = projection(body)
             return False
+        if kind == "Deployment" and self.generations.get(memo) == generation_key(body):
+            return False  # a rollout's status update
         if self.verified.get(memo) == fingerprint(body):
             return False  # status churn, or our own write
         self.suspect[memo] = projection(body)
         return True
 
+    def _verified(self, memo: MemoKey, live: dict[str, Any]) -> None:
+        """`live` holds the rendering: what its later states are compared with."""
+        self.verified[memo] = fingerprint(live)
+        if memo[2] == "Deployment":
+            self.generations[memo] = generation_key(live)
+
     def child_deleted(self, memo: MemoKey, *, labels: Mapping[str, str]) -> None:
         """A child deleted behind our back: forget it, so the next reconcile creates it again."""
-        for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
+        for store in (self.applied, self.verified, self.generations, self.suspect, self.bundle_versions):
             store.pop(memo, None)
         self.shared_live.get(memo[0], set()).discard(memo)
         if labels.get(ROLE_LABEL) == "runtime-token":
@@ -252,16 +270,29 @@ class ChildWriter:
         self._use(key, {(ns, *d.key) for d in objects if d.shared})
         await self.prime(ns)
         repairs: list[Repair] = []
-        for desired in sorted(objects, key=lambda d: APPLY_ORDER.get(d.manifest["kind"], 9)):
-            memo = (ns, *desired.key)
-            if desired.shared:
-                async with self._shared_lock(memo):  # the first Agent writes it; the others find it done
-                    repairs += await self._converge(memo, desired, current=current)
-            else:
-                self.owned.setdefault(key, set()).add(memo)
-                repairs += await self._converge(memo, desired, current=current)
+        for stage in (
+            [d for d in objects if d.manifest["kind"] != "Deployment"],
+            [d for d in objects if d.manifest["kind"] == "Deployment"],
+        ):
+            results = await asyncio.gather(
+                *(self._converge_one(key, d, current=current) for d in stage), return_exceptions=True
+            )
+            for result in results:  # every write of the stage has ended; the first failure stops here
+                if isinstance(result, BaseException):
+                    raise result
+                repairs += result
         await self._delete_unwanted(key, objects, current=current)
         return repairs
+
+    async def _converge_one(
+        self, key: AgentKey, desired: Desired, *, current: Callable[[], bool]
+    ) -> list[Repair]:
+        memo = (key[0], *desired.key)
+        if desired.shared:
+            async with self._shared_lock(memo):  # the first Agent writes it; the others find it done
+                return await self._converge(memo, desired, current=current)
+        self.owned.setdefault(key, set()).add(memo)
+        return await self._converge(memo, desired, current=current)
 
     async def _converge(
         self, memo: MemoKey, desired: Desired, *, current: Callable[[], bool]
@@ -278,7 +309,7 @@ class ChildWriter:
                 return []
             paths = drift(desired.manifest, live)
             if not paths:
-                self.verified[memo] = fingerprint(live)
+                self._verified(memo, live)
                 return []
         left = await self._apply_one(memo, desired.manifest, current=current)
         if paths or left:
@@ -306,7 +337,7 @@ class ChildWriter:
                     extra={"object": f"{kind}/{name}", "paths": still[:10]},
                 )
         self._learn(ns, api_version, kind, result, listed=False)
-        self.verified[memo] = fingerprint(result)
+        self._verified(memo, result)
         return left
 
     async def _replace(
@@ -370,7 +401,7 @@ class ChildWriter:
                 await self.api.delete(object_path(api_version, kind, ns, name))
             except ApiError as exc:
                 raise ApplyError(verb="delete", kind=kind, name=name, error=exc) from exc
-            for store in (self.applied, self.verified, self.suspect):
+            for store in (self.applied, self.verified, self.generations, self.suspect):
                 store.pop(memo, None)
             self.owned.get(key, set()).discard(memo)
             if kind == "Deployment":
@@ -410,7 +441,7 @@ class ChildWriter:
             self.pending.add(ns)
 
     def _forget_shared(self, memo: MemoKey) -> None:
-        for store in (self.applied, self.verified, self.suspect, self.bundle_versions):
+        for store in (self.applied, self.verified, self.generations, self.suspect, self.bundle_versions):
             store.pop(memo, None)
         self.tampered.discard(memo)
         self.shared_live.get(memo[0], set()).discard(memo)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_operator.drift import drift, fingerprint, projection
+from agent_operator.drift import drift, fingerprint, generation_key, projection
 
 RECORDED: dict[str, dict[str, Any]] = json.loads(
     (Path(__file__).parent / "live" / "memory_agent.json").read_text()
@@ -113,3 +113,17 @@ def test_quantities_compare_by_value() -> None:
     assert drift(rendered, projection(live)) == []
     _container(live)["resources"]["requests"]["cpu"] = "2"
     assert drift(rendered, projection(live)) == ["spec.template.spec.containers[0].resources.requests.cpu"]
+
+
+def test_a_deployments_status_updates_keep_its_generation_key_a_hand_edit_does_not() -> None:
+    live = _live("Deployment/support-bot-aer")
+    key = generation_key(live)
+    live["status"] = {"replicas": 2, "readyReplicas": 1}
+    live["metadata"]["resourceVersion"] = "999"
+    assert generation_key(live) == key  # status churn: nothing to check again
+    edited = _live("Deployment/support-bot-aer")
+    edited["metadata"]["generation"] = (edited["metadata"].get("generation") or 1) + 1  # the server's mark
+    assert generation_key(edited) != key
+    relabelled = _live("Deployment/support-bot-aer")
+    relabelled["metadata"]["labels"]["agentengine.io/component"] = "tool"  # no generation bump for labels
+    assert generation_key(relabelled) != key

@@ -120,6 +120,10 @@ def _serve(tls: ssl.SSLContext | None = None) -> Iterator[Server]:
                 self._json(403, {"kind": "Status", "message": "configmaps is forbidden: no rights"})
             elif "watch=1" in query:
                 self._watch(drop=path.endswith("/watch-drop"))
+            elif path.endswith("/paged"):  # a LIST in two pages
+                second = "continue=p2" in query
+                meta = {"resourceVersion": "9"} if second else {"resourceVersion": "8", "continue": "p2"}
+                self._json(200, {"kind": "List", "metadata": meta, "items": [{"n": 2 if second else 1}]})
             else:
                 if path.endswith("/slow"):
                     time.sleep(0.05)
@@ -217,8 +221,10 @@ def test_each_verb_sends_what_the_api_server_expects_and_is_counted(server: Serv
     merge = sent[("PATCH", f"{base}/a/status", "fieldManager=agent-operator")]
     assert merge["content_type"] == "application/merge-patch+json"
     assert sent[("PUT", f"{base}/a", "fieldManager=agent-operator")]["content_type"] == "application/json"
-    assert ("GET", base, "labelSelector=app.kubernetes.io/managed-by%3Dagent-engine") in sent
-    assert sent[("GET", base, "")]["accept"].startswith("application/json;as=PartialObjectMetadataList")
+    assert ("GET", base, "limit=500&labelSelector=app.kubernetes.io/managed-by%3Dagent-engine") in sent
+    assert sent[("GET", base, "limit=500")]["accept"].startswith(
+        "application/json;as=PartialObjectMetadataList"
+    )
     assert all(r["authorization"] == f"Bearer {TOKEN}" for r in server.seen.requests)
     assert api.requests == {"GET": 4, "PATCH": 2, "POST": 2, "PUT": 1, "DELETE": 2}
     assert api.writes == 7
@@ -359,3 +365,19 @@ def test_tls_with_a_client_certificate_from_inline_kubeconfig_data(tmp_path: Pat
         failure = _run(stranger, refused)
         assert "Certificate" in failure.message, failure.message
     assert len(running.seen.requests) == 1
+
+
+def test_a_large_list_comes_in_pages(server: Server) -> None:
+    """LISTs ask for pages (limit) and follow `continue`: a big collection is never one body in memory."""
+    api = KubeApi(Connection(server=server.url, token=TOKEN))
+    path = "/api/v1/namespaces/ns/configmaps/paged"
+
+    async def scenario() -> None:
+        assert await api.list(path) == [{"n": 1}, {"n": 2}]
+        pages = [(items, version) async for items, version in api.pages(path, limit=1)]
+        assert pages == [([{"n": 1}], "8"), ([{"n": 2}], "9")]
+
+    _run(api, scenario)
+    queries = [r["query"] for r in server.seen.requests if r["path"] == path]
+    assert queries == ["limit=500", "limit=500&continue=p2", "limit=1", "limit=1&continue=p2"]
+    assert api.requests == {"GET": 4}
