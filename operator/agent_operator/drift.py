@@ -74,6 +74,8 @@ def projection(live: Mapping[str, Any]) -> dict[str, Any]:
         kept["annotations"] = ours
     if meta.get("ownerReferences"):
         kept["ownerReferences"] = list(meta["ownerReferences"])
+    if meta.get("generation"):  # not judged (no rendering has it); lets generation_key work on a projection
+        kept["generation"] = meta["generation"]
     out = {k: v for k, v in live.items() if k not in _SKIPPED_TOP and k != "metadata"}
     out["metadata"] = kept
     return out
