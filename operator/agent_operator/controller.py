@@ -216,9 +216,12 @@ class Operator:
         return body is not None and not deleting(body)
 
     def child_changed(
-        self, api_version: str, kind: str, body: dict[str, Any], *, deleted: bool
+        self, api_version: str, kind: str, body: dict[str, Any], *, deleted: bool, initial: bool = False
     ) -> list[AgentKey]:
         """A watched child changed: the Agents to reconcile (deleted or hand-edited); status refreshed."""
+        if initial:  # the watch's first listing: what the namespace holds (each Agent reconciles anyway)
+            self.writer.learn(api_version, kind, body)
+            return []
         meta = body.get("metadata") or {}
         labels = meta.get("labels") or {}
         ns = meta.get("namespace", "")

@@ -110,7 +110,11 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         for api_version, kind in CHILD_KINDS
         for ns in (config.namespaces or (None,))
     ]
-    _state["background"] = [asyncio.create_task(w.run()) for w in [*watches.values(), *children]]
+    children_listed = asyncio.Event()
+    op.writer.follow(frozenset(kind for _, kind in CHILD_KINDS), children_listed)
+    _state["background"] = [asyncio.create_task(w.run()) for w in [*watches.values(), *children]] + [
+        asyncio.create_task(_all_listed(children, children_listed))
+    ]
     if config.resync_seconds > 0:
         _state["background"].append(asyncio.create_task(_resync_loop(op, config.resync_seconds)))
 
@@ -324,11 +328,16 @@ CHILD_KINDS = (
 )
 
 
-async def _on_child(api_version: str, kind: str, body: dict[str, Any], deleted: bool) -> None:
+async def _all_listed(watches: list[ObjectWatch], done: asyncio.Event) -> None:
+    await asyncio.gather(*(w.listed.wait() for w in watches))
+    done.set()
+
+
+async def _on_child(api_version: str, kind: str, body: dict[str, Any], deleted: bool, initial: bool) -> None:
     """From the child watches: bookkeeping in place (the body is read, not kept); a reconcile it calls for
     runs in a task of its own, so the watch reads on."""
     try:
-        agents = operator().child_changed(api_version, kind, body, deleted=deleted)
+        agents = operator().child_changed(api_version, kind, body, deleted=deleted, initial=initial)
     except Exception:  # a bug: logged, and the watch goes on
         log.exception("could not handle a child's change", extra={"kind": kind})
         return

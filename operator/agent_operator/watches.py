@@ -151,7 +151,8 @@ class MetadataWatch(_Follow):
         )
 
 
-OnObject = Callable[[str, str, dict[str, Any], bool], Awaitable[None]]  # apiVersion, kind, body, deleted
+# apiVersion, kind, body, deleted, initial (from the first listing)
+OnObject = Callable[[str, str, dict[str, Any], bool, bool], Awaitable[None]]
 
 
 class ObjectWatch(_Follow):
@@ -176,7 +177,7 @@ class ObjectWatch(_Follow):
         self.on_object = on_object
 
     async def _seen(self, event: str | None, obj: dict[str, Any]) -> None:
-        await self.on_object(self.api_version, self.kind, obj, False)
+        await self.on_object(self.api_version, self.kind, obj, False, event is None)
 
     async def _gone(self, obj: dict[str, Any]) -> None:
-        await self.on_object(self.api_version, self.kind, obj, True)
+        await self.on_object(self.api_version, self.kind, obj, True, False)

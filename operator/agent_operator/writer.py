@@ -117,6 +117,8 @@ class ChildWriter:
         self.tokens: dict[AgentKey, tuple[str, str]] = {}
         self._primed: set[str] = set()
         self._prime_locks: dict[str, asyncio.Lock] = {}
+        # Kinds whose first listing the child watches do (calling `learn`), and when it is complete.
+        self._watched: tuple[frozenset[str], asyncio.Event] | None = None
         self._shared_locks: dict[MemoKey, asyncio.Lock] = {}
 
     # --- what the namespace holds ------------------------------------------------------------------------
@@ -144,6 +146,7 @@ class ChildWriter:
             store.clear()
         self.shared_live.clear()
         self._primed.clear()
+        self._watched = None  # the watches do not list again: the next prime lists every kind
 
     def _use(self, key: AgentKey, memos: set[MemoKey]) -> None:
         """Record the shared objects `key` renders now; one it dropped may have lost its last user."""
@@ -165,6 +168,15 @@ class ChildWriter:
     def _shared_lock(self, memo: MemoKey) -> asyncio.Lock:
         return self._shared_locks.setdefault(memo, asyncio.Lock())
 
+    def follow(self, kinds: frozenset[str], listed: asyncio.Event) -> None:
+        """Watches list the children of `kinds` and hand each to `learn`; the first prime waits for `listed`
+        rather than listing them again (a restart with 1,000 Agents would hold 2,000 Deployments twice)."""
+        self._watched = (kinds, listed)
+
+    def learn(self, api_version: str, kind: str, item: dict[str, Any]) -> None:
+        """A child from a watch's first listing: as if listed by `prime`."""
+        self._learn(item["metadata"].get("namespace", ""), api_version, kind, item, listed=True)
+
     async def prime(self, ns: str) -> None:
         """Learn every object this operator manages in `ns` with one LIST per kind (once per namespace)."""
         async with self._prime_locks.setdefault(ns, asyncio.Lock()):
@@ -172,7 +184,11 @@ class ChildWriter:
                 return
             selector = f"app.kubernetes.io/managed-by={MANAGED_BY}"
             bundles: dict[tuple[str, str], dict[str, dict[str, str]]] = {}  # (stem, digest) -> parts
-            for api_version, kind in MANAGED_KINDS:
+            kinds = MANAGED_KINDS
+            if self._watched is not None:
+                await self._watched[1].wait()
+                kinds = tuple(k for k in MANAGED_KINDS if k[1] not in self._watched[0])
+            for api_version, kind in kinds:
                 path = object_path(api_version, kind, ns)
                 async for items, _ in self.api.pages(path, label_selector=selector):  # a page at a time
                     for item in items:
