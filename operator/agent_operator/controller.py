@@ -44,6 +44,7 @@ from agent_operator.discovery import DiscoverySettings, McpDiscovery
 from agent_operator.events import EventPoster
 from agent_operator.inputs import InputProblem, agent_references
 from agent_operator.kube import ApiError, ApiUnreachable, KubeApi
+from agent_operator.later import Later
 from agent_operator.models import Agent, Connector
 from agent_operator.publisher import RegistrationPublisher
 from agent_operator.reader import ABSENT, InputReader, WatchedVersion
@@ -117,16 +118,16 @@ class Operator:
         self.failures: dict[tuple[str, AgentKey], tuple[str, int]] = {}  # last failure, consecutive count
         self._locks: dict[AgentKey, asyncio.Lock] = {}
         self._connector_locks: dict[AgentKey, asyncio.Lock] = {}
-        self._collections: dict[str, asyncio.Task[None]] = {}
-        self._status_tasks: dict[AgentKey, tuple[float, asyncio.Task[None]]] = {}  # (due, task)
+        self._collections: Later[str] = Later()  # per namespace
+        self._status_writes: Later[AgentKey] = Later()
         self.reconciled: set[AgentKey] = set()  # Agents converged at least once since start (a probe)
 
     def _lock(self, key: AgentKey) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
     async def aclose(self) -> None:
-        for task in [*self._collections.values(), *(t for _, t in self._status_tasks.values())]:
-            task.cancel()
+        self._collections.cancel_all()
+        self._status_writes.cancel_all()
         self.compiler.close()
         await self.api.aclose()
 
@@ -142,9 +143,8 @@ class Operator:
 
     def collect_soon(self, ns: str, *, delay: float = 1.0) -> None:
         """Collect the namespace's unused shared objects shortly (once for a burst of deletions)."""
-        if ns in self._collections or ns not in self.writer.pending:
-            return
-        self._collections[ns] = asyncio.get_running_loop().create_task(self._collect(ns, delay))
+        if ns in self.writer.pending:
+            self._collections.at(ns, delay, lambda: self._collect(ns, delay))
 
     def collect_everywhere(self) -> None:
         """After a resync: every namespace with a shared object no Agent renders."""
@@ -155,14 +155,10 @@ class Operator:
 
     async def _collect(self, ns: str, delay: float) -> None:
         try:
-            await asyncio.sleep(delay)
             await self.writer.collect_garbage(ns)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # tried again below
             self.writer.pending.add(ns)
             log.warning("shared objects not collected", extra={"namespace": ns, "error": _describe(exc)})
-        self._collections.pop(ns, None)
         # Still used by pods on their way out (their Deployment's deletion came first): look again later.
         self.collect_soon(ns, delay=min(max(2 * delay, 2.0), 30.0))
 
@@ -251,18 +247,9 @@ class Operator:
         self, key: AgentKey, *, delay: float = STATUS_DELAY_SECONDS, force: bool = False
     ) -> None:
         """Write the Agent's status in `delay` (or sooner, when already due sooner)."""
-        loop = asyncio.get_running_loop()
-        due = loop.time() + delay
-        scheduled = self._status_tasks.get(key)
-        if scheduled is not None:
-            if scheduled[0] <= due:
-                return
-            scheduled[1].cancel()
-        self._status_tasks[key] = (due, loop.create_task(self._status_later(key, delay, force=force)))
+        self._status_writes.at(key, delay, lambda: self._status_later(key, force=force))
 
-    async def _status_later(self, key: AgentKey, delay: float, *, force: bool) -> None:
-        await asyncio.sleep(delay)
-        del self._status_tasks[key]  # from here on, a change schedules another write
+    async def _status_later(self, key: AgentKey, *, force: bool) -> None:
         try:
             async with self._lock(key):
                 await self._write_status(key, defer_progress=not force)
