@@ -41,7 +41,7 @@ WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Metadata only (names, labels, resourceVersion): a watch of every Secret never carries a Secret's data.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-LIST_PAGE = 250  # items per LIST request: one page of Deployments is a few MB parsed
+LIST_PAGE = 100  # items per LIST request: a page of 100 Deployments is about a MB parsed
 WATCH_SECONDS = 290  # the server ends each watch after this; the client's read timeout is a little longer
 # What a request can fail with before any answer: no connection, TLS, a reset or dropped connection, a
 # timeout (aiohttp's own timeouts are ClientErrors and TimeoutErrors; TimeoutError is an OSError).

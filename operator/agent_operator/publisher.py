@@ -80,7 +80,7 @@ class RegistrationPublisher:
             ):
                 await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
                 if self._live is not None:
-                    self._live[name] = {"data": manifest["data"], "metadata": {"labels": _labels(manifest)}}
+                    self._live[name] = _compared(manifest)
                 log.info("registration published", extra={"agent": key[1], "namespace": key[0]})
         except ApiUnreachable:
             raise  # an outage: the reconcile is retried, nothing is remembered
@@ -102,8 +102,8 @@ class RegistrationPublisher:
                     items = await self._api.list(collection, label_selector=f"{REGISTRATION_LABEL}=true")
                 except ApiError:
                     items = None
-                if items is not None:
-                    self._live = {item["metadata"]["name"]: item for item in items}
+                if items is not None:  # only what is compared: a thousand whole Secrets are megabytes
+                    self._live = {item["metadata"]["name"]: _compared(item) for item in items}
         if self._live is not None:
             return self._live.get(name)
         return await self._api.get(path)
@@ -148,6 +148,11 @@ class RegistrationPublisher:
             self._token_versions[(agent.meta.namespace, agent.meta.name)] = str(version)
         encoded = ((secret or {}).get("data") or {}).get("token")
         return base64.b64decode(encoded).decode() if encoded else None
+
+
+def _compared(obj: dict[str, Any]) -> dict[str, Any]:
+    """What `publish` compares of a registration: its data and labels."""
+    return {"data": obj.get("data") or {}, "metadata": {"labels": _labels(obj)}}
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:

@@ -221,8 +221,8 @@ def test_each_verb_sends_what_the_api_server_expects_and_is_counted(server: Serv
     merge = sent[("PATCH", f"{base}/a/status", "fieldManager=agent-operator")]
     assert merge["content_type"] == "application/merge-patch+json"
     assert sent[("PUT", f"{base}/a", "fieldManager=agent-operator")]["content_type"] == "application/json"
-    assert ("GET", base, "limit=250&labelSelector=app.kubernetes.io/managed-by%3Dagent-engine") in sent
-    assert sent[("GET", base, "limit=250")]["accept"].startswith(
+    assert ("GET", base, "limit=100&labelSelector=app.kubernetes.io/managed-by%3Dagent-engine") in sent
+    assert sent[("GET", base, "limit=100")]["accept"].startswith(
         "application/json;as=PartialObjectMetadataList"
     )
     assert all(r["authorization"] == f"Bearer {TOKEN}" for r in server.seen.requests)
@@ -379,5 +379,5 @@ def test_a_large_list_comes_in_pages(server: Server) -> None:
 
     _run(api, scenario)
     queries = [r["query"] for r in server.seen.requests if r["path"] == path]
-    assert queries == ["limit=250", "limit=250&continue=p2", "limit=1", "limit=1&continue=p2"]
+    assert queries == ["limit=100", "limit=100&continue=p2", "limit=1", "limit=1&continue=p2"]
     assert api.requests == {"GET": 4}
