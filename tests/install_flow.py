@@ -179,12 +179,30 @@ def tool_service(agent: str = EXAMPLE_AGENT) -> str:
 
 
 def owned_objects(kube: Kube, *, namespace: str, agent: str = EXAMPLE_AGENT) -> list[str]:
-    """Everything in the namespace labelled as belonging to `agent` (what deleting it must remove)."""
+    """Everything in the namespace labelled as belonging to `agent` (what deleting it must remove; the
+    objects it shares with the namespace's other Agents are `shared_objects`)."""
     out = kube.kubectl(
         "get", "configmaps,secrets,serviceaccounts,services,deployments,networkpolicies,pods",
         "--namespace", namespace, "-l", f"app.kubernetes.io/instance={agent}", "-o", "name",
     )  # fmt: skip
     return out.split()
+
+
+def shared_objects(kube: Kube, *, namespace: str) -> list[str]:
+    """What the namespace's Agents share (ServiceAccounts, NetworkPolicies, bundle ConfigMaps): no Agent
+    owns them, the operator deletes each once no Agent renders it and no pod uses it."""
+    out = kube.kubectl(
+        "get", "configmaps,serviceaccounts,networkpolicies",
+        "--namespace", namespace, "-l", "agentengine.io/shared=true", "-o", "name",
+    )  # fmt: skip
+    return out.split()
+
+
+def no_shared_objects(kube: Kube, *, namespace: str) -> bool:
+    """A poll: True once the namespace holds no shared object (a StepFailed names those left)."""
+    if left := shared_objects(kube, namespace=namespace):
+        raise StepFailed(f"shared objects left: {left}")
+    return True
 
 
 def release_leftovers(kube: Kube, *, namespace: str) -> list[str]:
@@ -405,6 +423,19 @@ class Platform:
         self.timings[name] = round(time.monotonic() - began, 1)
 
 
+def agents_reconciled(kube: Kube, *, namespace: str) -> int:
+    """How many Agents the running operator pod converged since it started (its `agents_reconciled` probe,
+    read from inside the pod: an Agent's Ready condition may still be the previous operator's)."""
+    pod = running_pod(
+        kube,
+        namespace=namespace,
+        selector="app.kubernetes.io/name=agent-engine,app.kubernetes.io/component=operator",
+    )
+    read = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/healthz').read().decode())"
+    out = kube.kubectl("exec", "--namespace", namespace, pod["metadata"]["name"], "--", "python", "-c", read)
+    return int(json.loads(out)["agents_reconciled"])
+
+
 def check_operator_identity(kube: Kube, *, namespace: str) -> dict[str, Any]:
     """The operator runs as a pod with the chart's ServiceAccount and was never refused by the API."""
     deployment = kube.get_json("deployment", OPERATOR_DEPLOYMENT, "--namespace", namespace)
@@ -431,6 +462,10 @@ def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[s
     oe = running_pod(kube, namespace=system_ns, selector="app.kubernetes.io/component=oe")
     tool_a = running_pod(kube, namespace=app_ns, selector=component_selector("mem-a", "tool"))
     tool_b = running_pod(kube, namespace=app_ns, selector=component_selector("mem-b", "tool"))
+    # Both Tool Pods are governed by one shared NetworkPolicy (its egress reaches any Memory server): what
+    # keeps mem-b out of mem-a's Memory is mem-a Memory's own policy, admitting only mem-a's pods.
+    governing = {pod["metadata"]["labels"].get("agentengine.io/network-policy") for pod in (tool_a, tool_b)}
+    assert len(governing) == 1 and None not in governing, governing
     svc = f"{tool_service()}.{app_ns}.svc.cluster.local"
     memory_a = f"{component_name('mem-a', 'memory')}.{app_ns}.svc.cluster.local"
     memory_b = f"{component_name('mem-b', 'memory')}.{app_ns}.svc.cluster.local"
@@ -667,6 +702,14 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
         helm_upgrade(kube, namespace=system_ns, values={"operator.logFormat": "text"})
         rollout(kube, namespace=system_ns, deployment=OPERATOR_DEPLOYMENT)
         wait_agent_ready(kube, namespace=app_ns)
+        # The new operator pod took the Agents over (their Ready conditions may still be the old pod's): what
+        # they share is collected only by an operator that knows who uses it.
+        agents = 1 + len(POLICY_AGENTS)
+        eventually(
+            f"the upgraded operator converged all {agents} Agents",
+            lambda: agents_reconciled(kube, namespace=system_ns) >= agents,
+            timeout=120,
+        )
     with platform.step("Agents deleted, children gone"):
         for name in (EXAMPLE_AGENT, *POLICY_AGENTS):
             kube.kubectl("delete", "agent", name, "--namespace", app_ns, "--wait=true")
@@ -676,6 +719,12 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
                 lambda name=name: not owned_objects(kube, namespace=app_ns, agent=name),
                 timeout=180,
             )
+        # No Agent is left to use what they shared: the operator removes it once their pods are gone.
+        eventually(
+            "the namespace's shared objects removed",
+            lambda: no_shared_objects(kube, namespace=app_ns),
+            timeout=180,
+        )
     with platform.step("helm uninstall"):
         helm_uninstall(kube, namespace=system_ns)
         eventually(

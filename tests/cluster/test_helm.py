@@ -23,6 +23,7 @@ from tests.install_flow import (
     helm_install,
     helm_uninstall,
     helm_values_args,
+    no_shared_objects,
     owned_objects,
     release_leftovers,
     wait_agent_ready,
@@ -186,6 +187,8 @@ def test_install_then_operator_with_chart_identity_makes_example_ready_then_unin
 
     kube.kubectl("delete", "agent", "echo-agent", "--namespace", app_ns, "--wait=true")
     eventually("the Agent's objects garbage-collected", lambda: not owned_objects(kube, namespace=app_ns))
+    # What it shared with the namespace's (no) other Agents goes too: the operator deletes it.
+    eventually("the shared objects deleted", lambda: no_shared_objects(kube, namespace=app_ns))
     operator.stop()
     helm_uninstall(kube, namespace=operator_namespace)
     assert release_leftovers(kube, namespace=operator_namespace) == []

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -35,6 +36,28 @@ from tests.conftest import REPO_ROOT, Process
 from tests.providers.echo_provider import running_echo_provider
 from tests.rendered_pods import run_rendered_container
 
+SHARED = "agentengine.io/shared=true"
+SHARED_KINDS = ("configmaps", "serviceaccounts", "networkpolicies")
+DEFAULT_DENY = "agent-engine-default-deny"
+
+
+def is_shared(body: dict[str, Any]) -> bool:
+    """Shared by the namespace's Agents: labelled so, with no owner and no Agent label."""
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return (
+        labels.get("agentengine.io/shared") == "true"
+        and "agentengine.io/agent" not in labels
+        and not meta.get("ownerReferences")
+    )
+
+
+def policy_of(api: Api, deployment: str) -> str:
+    """The shared NetworkPolicy that governs a Deployment's pods (named by the digest its pods carry)."""
+    body = api.get("deployments", deployment) or {}
+    labels = body["spec"]["template"]["metadata"]["labels"]
+    return f"agent-engine-{labels['agentengine.io/component']}-{labels['agentengine.io/network-policy']}"
+
 
 def test_rollout_update_noop_resync_and_delete(
     api: Api, start_operator: Callable[..., RunningOperator]
@@ -44,21 +67,34 @@ def test_rollout_update_noop_resync_and_delete(
     apply_all(api, objs)
     agent = ready(api)
 
-    # Every child object is there, owned by the Agent.
+    # Every child object is there: the Agent's own ones owned by it, the namespace's shared ones by nobody.
     bundle = agent["status"]["bundle"]
     assert bundle["toolCount"] == 2 and len(bundle["configMaps"]) == 1
+    assert bundle["configMaps"][0].startswith("agent-engine-bundle-"), bundle
     for kind, names in {
         "deployments": ["bot-aer", "bot-tool"],
         "services": ["bot-aer", "bot-tool"],
-        "serviceaccounts": ["bot-aer", "bot-tool"],
-        "networkpolicies": ["bot-default-deny", "bot-aer", "bot-tool"],
         "secrets": ["bot-runtime-token"],
-        "configmaps": bundle["configMaps"],
     }.items():
         for name in names:
             child = api.get(kind, name)
             assert child is not None, f"{kind}/{name} missing"
             assert child["metadata"]["ownerReferences"][0]["uid"] == agent["metadata"]["uid"]
+    for kind, names in {
+        "serviceaccounts": ["agent-engine-aer", "agent-engine-tool"],
+        "networkpolicies": [DEFAULT_DENY, policy_of(api, "bot-aer"), policy_of(api, "bot-tool")],
+        "configmaps": bundle["configMaps"],
+    }.items():
+        for name in names:
+            child = api.get(kind, name)
+            assert child is not None, f"{kind}/{name} missing"
+            assert is_shared(child), child["metadata"]
+    for component in ("aer", "tool"):
+        pod_spec = (api.get("deployments", f"bot-{component}") or {})["spec"]["template"]["spec"]
+        assert pod_spec["serviceAccountName"] == f"agent-engine-{component}"
+    # No per-Agent copies of what is shared.
+    assert api.list("serviceaccounts", "agentengine.io/agent=bot") == []
+    assert [p["metadata"]["name"] for p in api.list("networkpolicies", "agentengine.io/agent=bot")] == []
     for name in ("bot-aer", "bot-tool"):
         deployment = api.get("deployments", name) or {}
         available = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
@@ -116,15 +152,18 @@ def test_rollout_update_noop_resync_and_delete(
     }
     assert after == versions
 
-    # Delete: ownerReferences and the garbage collector remove everything; no finalizer hangs.
+    # Delete: ownerReferences and the garbage collector remove the Agent's own children; no finalizer
+    # hangs. The shared objects lost their last user: the operator deletes them once no pod uses them.
     api.delete("agents", "bot")
     wait_for("the Agent gone", lambda: api.get("agents", "bot") is None)
-    for kind in ("deployments", "services", "serviceaccounts", "networkpolicies", "configmaps", "secrets"):
+    for kind in ("deployments", "services", "networkpolicies", "secrets"):
         wait_for(
             f"{kind} of bot gone",
             lambda kind=kind: not api.list(kind, "agentengine.io/agent=bot"),
             timeout=60,
         )
+    for kind in SHARED_KINDS:
+        wait_for(f"shared {kind} gone", lambda kind=kind: not api.list(kind, SHARED), timeout=90)
 
 
 BAD_INPUTS = [
@@ -223,6 +262,9 @@ def test_periodic_resync_writes_nothing_and_recreates_a_deleted_child(
 
     api.delete("services", "bot-aer")
     wait_for("the Service recreated", lambda: api.get("services", "bot-aer") is not None)
+    # The operator logs its write once the answer is read: the log line may follow the object by a moment.
+    wait_for("the recreation logged", lambda: operator.writes() > writes, timeout=5)
+    time.sleep(2)
     assert operator.writes() == writes + 1
 
 
@@ -291,7 +333,12 @@ def test_memory_component_gets_only_the_database_secret(
     # LLM credentials reach the Tool Pod only (model calls run there).
     assert "OPENAI_API_KEY" not in env_names("bot-memory") | env_names("bot-aer")
     assert "PETSTORE_TOKEN" not in env_names("bot-memory") | env_names("bot-aer")
-    assert api.get("networkpolicies", "bot-memory") is not None
+    # Memory's NetworkPolicy is the Agent's own (it admits only this Agent's pods); its account is shared.
+    memory_policy = api.get("networkpolicies", "bot-memory") or {}
+    assert memory_policy["metadata"]["ownerReferences"][0]["uid"] == agent["metadata"]["uid"]
+    assert is_shared(api.get("serviceaccounts", "agent-engine-memory") or {})
+    pod_spec = (api.get("deployments", "bot-memory") or {})["spec"]["template"]["spec"]
+    assert pod_spec["serviceAccountName"] == "agent-engine-memory"
 
     # Turning memory off deletes its children; the rest stays untouched.
     aer_version = (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"]
@@ -299,9 +346,15 @@ def test_memory_component_gets_only_the_database_secret(
     began = time.monotonic()
     api.must_apply(objs["agent"])
     wait_for("MemoryReady Disabled", lambda: api.condition("bot", "MemoryReady").get("reason") == "Disabled")
-    for kind in ("deployments", "services", "serviceaccounts", "networkpolicies"):
+    for kind in ("deployments", "services", "networkpolicies"):
         wait_for(f"{kind}/bot-memory deleted", lambda kind=kind: api.get(kind, "bot-memory") is None)
     print(f"measured: memory disabled -> its children deleted: {time.monotonic() - began:.2f}s")
+    # No Agent uses the shared memory account any more: it goes once the Memory pods' ReplicaSet is gone.
+    wait_for(
+        "the shared memory ServiceAccount deleted",
+        lambda: api.get("serviceaccounts", "agent-engine-memory") is None,
+        timeout=90,
+    )
     ready(api)
     assert (api.get("services", "bot-aer") or {})["metadata"]["resourceVersion"] == aer_version
     aer_env = env_names("bot-aer")

@@ -302,15 +302,18 @@ def test_hand_edits_to_owned_fields_are_reverted_when_the_watch_reports_them(
     )
     measured("kubectl scale -> reverted", began)
 
+    # The Tool Pods' NetworkPolicy is shared by the namespace's Agents with the same rules: reconciling one
+    # of them (here the only one) puts it back.
     began = time.monotonic()
-    policy = api.get("networkpolicies", "bot-tool") or {}
-    spec = policy["spec"]
+    (policy,) = api.list("networkpolicies", "agentengine.io/component=tool,agentengine.io/shared=true")
+    policy_name, spec = policy["metadata"]["name"], policy["spec"]
     kubectl(
-        cluster, ns, "patch", "networkpolicy/bot-tool", "--type=merge",
+        cluster, ns, "patch", f"networkpolicy/{policy_name}", "--type=merge",
         "-p", json.dumps({"spec": {"egress": [{}]}}),
     )  # fmt: skip
     wait_for(
-        "the NetworkPolicy reverted", lambda: (api.get("networkpolicies", "bot-tool") or {})["spec"] == spec
+        "the NetworkPolicy reverted",
+        lambda: (api.get("networkpolicies", policy_name) or {})["spec"] == spec,
     )
     measured("NetworkPolicy opened -> reverted", began)
 
@@ -453,18 +456,21 @@ def test_network_policies_come_first_and_no_workload_starts_when_another_object_
     assert "quota" in cond["message"].lower(), cond
     wait_for("a Warning Event", lambda: any(e["type"] == "Warning" for e in api.events("bot")))
     assert api.list("deployments") == []
-    assert {p["metadata"]["name"] for p in api.list("networkpolicies")} >= {
-        "bot-default-deny",
-        "bot-aer",
-        "bot-tool",
-    }
+    # The NetworkPolicies bot needs (shared by the namespace's Agents: bot is the only one) are there.
+    names = sorted(p["metadata"]["name"] for p in api.list("networkpolicies", "agentengine.io/shared=true"))
+    assert len(names) == 3, names
+    assert names[0].startswith("agent-engine-aer-") and names[1] == "agent-engine-default-deny", names
+    assert names[2].startswith("agent-engine-tool-"), names
 
     api.http.delete(api.path("resourcequotas", "no-services"))
     ready(api)
     versions = {
-        kind: [int(o["metadata"]["resourceVersion"]) for o in api.list(kind, "agentengine.io/agent=bot")]
-        for kind in ("networkpolicies", "deployments")
+        "networkpolicies": [int(o["metadata"]["resourceVersion"]) for o in api.list("networkpolicies")],
+        "deployments": [
+            int(o["metadata"]["resourceVersion"]) for o in api.list("deployments", "agentengine.io/agent=bot")
+        ],
     }
+    assert len(versions["networkpolicies"]) == 3 and len(versions["deployments"]) == 2, versions
     assert max(versions["networkpolicies"]) < min(versions["deployments"]), versions
 
 
@@ -507,13 +513,35 @@ def test_an_agent_being_deleted_gets_no_writes(
     ready(api)
     time.sleep(1)
     # Counted in the Agent's namespace: its children and status (withdrawing the OE registration, in the
-    # OE's namespace, is the one write a deletion calls for).
-    writes = operator.writes(api.namespace)
+    # OE's namespace, is the one write a deletion calls for). The namespace's shared objects, which this
+    # Agent alone used, are the operator's to delete once no pod uses them: those DELETEs are the only
+    # writes allowed.
+    where = f"/namespaces/{api.namespace}/"
+    before = len(operator.log_lines())
     # Foreground: the Agent stays (with a deletionTimestamp) while the garbage collector removes its children.
     api.http.delete(api.path("agents", "bot"), params={"propagationPolicy": "Foreground"})
     wait_for("the Agent gone", lambda: api.get("agents", "bot") is None, timeout=90)
+    for kind in ("configmaps", "serviceaccounts", "networkpolicies"):
+        wait_for(
+            f"the shared {kind} deleted",
+            lambda kind=kind: not api.list(kind, "agentengine.io/shared=true"),
+            timeout=90,
+        )
     time.sleep(2)
-    assert operator.writes(api.namespace) == writes, operator.process.output()[-4000:]
+    writes = [
+        (r.get("verb"), r.get("path", ""))
+        for r in operator.log_lines()[before:]
+        if r.get("message") == "api write" and where in r.get("path", "")
+    ]
+    shared_kinds = (
+        "/configmaps/agent-engine-",
+        "/serviceaccounts/agent-engine-",
+        "/networkpolicies/agent-engine-",
+    )
+    others = [
+        (verb, path) for verb, path in writes if verb != "DELETE" or not any(k in path for k in shared_kinds)
+    ]
+    assert writes and others == [], (writes, operator.process.output()[-4000:])
     for kind in ("deployments", "services", "networkpolicies"):
         assert api.list(kind, "agentengine.io/agent=bot") == []
 
