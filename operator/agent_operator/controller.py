@@ -43,9 +43,9 @@ from agent_operator.compiler import CatalogCompiler
 from agent_operator.discovery import DiscoverySettings, McpDiscovery
 from agent_operator.events import EventPoster
 from agent_operator.inputs import InputProblem, agent_references
-from agent_operator.kube import ApiError, ApiUnreachable, KubeApi
+from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
 from agent_operator.later import Later
-from agent_operator.models import Agent, Connector
+from agent_operator.models import API_VERSION, Agent, Connector
 from agent_operator.publisher import RegistrationPublisher
 from agent_operator.reader import ABSENT, InputReader, WatchedVersion
 from agent_operator.reconcile import plan_agent, summarize_connector
@@ -282,6 +282,22 @@ class Operator:
         return self.affected_by(ns, change.kind, name)
 
     # --- Agents --------------------------------------------------------------------------------------------
+
+    async def repair_agent(self, key: AgentKey) -> bool:
+        """A reconcile after one of the Agent's objects was deleted: the Agent as the API server has it now
+        decides first. A Foreground deletion removes the children while the Agent's own event (its
+        deletionTimestamp) may still be on its way, and nothing may be put back then."""
+        try:
+            live = await self.api.get(object_path(API_VERSION, "Agent", *key))
+        except ApiError:
+            live = self.agents.get(key)  # cannot tell now: the reconcile decides (and retries)
+        known = self.agents.get(key)
+        if live is None or deleting(live):
+            if known is not None:
+                stamp = (live or {}).get("metadata", {}).get("deletionTimestamp") or _now()
+                self.agents[key] = {**known, "metadata": {**known["metadata"], "deletionTimestamp": stamp}}
+            return True
+        return await self.reconcile_agent(key)
 
     async def reconcile_agent(self, key: AgentKey) -> bool:
         """Converge one Agent. Never raises (but for cancellation): False asks for a retry later."""

@@ -241,7 +241,7 @@ async def _referenced_changed(change: Change) -> None:
     for key in connectors:
         await _guarded(op.reconcile_connector, key, what="connector")
     for key in agents:
-        await _guarded(op.reconcile_agent, key, what="agent")
+        await _guarded(op.repair_agent if change.deleted else op.reconcile_agent, key, what="agent")
 
 
 def _spec_unchanged(kind: str, key: AgentKey, body: Any) -> bool:
@@ -341,8 +341,9 @@ async def _on_child(api_version: str, kind: str, body: dict[str, Any], deleted: 
     except Exception:  # a bug: logged, and the watch goes on
         log.exception("could not handle a child's change", extra={"kind": kind})
         return
-    for key in agents:
-        _spawn(_guarded(operator().reconcile_agent, key, what="agent"))
+    op = operator()
+    for key in agents:  # a child deleted: put back only if its Agent is not being deleted
+        _spawn(_guarded(op.repair_agent if deleted else op.reconcile_agent, key, what="agent"))
 
 
 _META_KEYS = (

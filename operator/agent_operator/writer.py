@@ -230,7 +230,10 @@ class ChildWriter:
         self.applied[memo] = (meta.get("annotations") or {}).get(APPLIED_HASH, "")
         if listed:  # not checked against the rendering yet: the Agent's next reconcile does that
             self.suspect[memo] = _packed(item)
-        if kind == "Deployment" and labels.get(COMPONENT_LABEL) in COMPONENTS:
+        # A Deployment's state comes from listings and the watch only: the answer to our own write can
+        # arrive after the watch already told a later state (a rollout KWOK finished at once), and must
+        # not overwrite it.
+        if listed and kind == "Deployment" and labels.get(COMPONENT_LABEL) in COMPONENTS:
             self.deployments.setdefault((ns, agent), {})[labels[COMPONENT_LABEL]] = DeploymentState.from_body(
                 item
             )
