@@ -64,13 +64,14 @@ class _Follow:
                     version = await self._watch(version)
             except asyncio.CancelledError:
                 raise
-            except (ApiError, ValueError) as exc:
+            except Exception as exc:  # a watch never ends: whatever failed, list again after a pause
                 delay = _BACKOFF[min(failures, len(_BACKOFF) - 1)]
                 failures += 1
-                log.warning(
-                    "watch failed; re-listing",
-                    extra={"kind": self.kind, "error": str(exc)[:300], "retry_in": delay},
-                )
+                extra = {"kind": self.kind, "error": str(exc)[:300], "retry_in": delay}
+                if isinstance(exc, ApiError | ValueError):
+                    log.warning("watch failed; re-listing", extra=extra)
+                else:  # a bug: its traceback
+                    log.exception("watch failed unexpectedly; re-listing", extra=extra)
                 await asyncio.sleep(delay)
 
     async def _relist(self, *, first: bool) -> str:

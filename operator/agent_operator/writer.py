@@ -66,6 +66,7 @@ APPLY_ORDER = {
     "Service": 4,
     "Deployment": 5,
 }
+WATCH_LISTING_SECONDS = 30.0  # how long a first prime waits for the child watches' first listing
 CREATED = "created"  # the memo of a create-only object (bundle ConfigMap, token Secret) known to exist
 
 
@@ -186,8 +187,13 @@ class ChildWriter:
             bundles: dict[tuple[str, str], dict[str, dict[str, str]]] = {}  # (stem, digest) -> parts
             kinds = MANAGED_KINDS
             if self._watched is not None:
-                await self._watched[1].wait()
-                kinds = tuple(k for k in MANAGED_KINDS if k[1] not in self._watched[0])
+                try:
+                    await asyncio.wait_for(self._watched[1].wait(), timeout=WATCH_LISTING_SECONDS)
+                    kinds = tuple(k for k in MANAGED_KINDS if k[1] not in self._watched[0])
+                except TimeoutError:  # a watch cannot list (yet): never wait for it forever
+                    log.warning(
+                        "the child watches have not listed yet; listing here", extra={"namespace": ns}
+                    )
             for api_version, kind in kinds:
                 path = object_path(api_version, kind, ns)
                 async for items, _ in self.api.pages(path, label_selector=selector):  # a page at a time
