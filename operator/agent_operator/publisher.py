@@ -68,9 +68,9 @@ class RegistrationPublisher:
         known = self._published.get(key)
         if known is not None and known[0] == digest:
             return known[1]
-        path = object_path("v1", "Secret", self._settings.oe_namespace, manifest["metadata"]["name"])
-        problem: str | None = None
         name = manifest["metadata"]["name"]
+        path = object_path("v1", "Secret", self._settings.registration_namespace, name)
+        problem: str | None = None
         try:
             live = await self._in_place(path, name)
             if (
@@ -86,9 +86,8 @@ class RegistrationPublisher:
             raise  # an outage: the reconcile is retried, nothing is remembered
         except ApiError as exc:
             # The OE's namespace may not exist yet, or RBAC may not allow it: say so, never the token.
-            problem = (
-                f"cannot write the registration in namespace {self._settings.oe_namespace}: HTTP {exc.status}"
-            )
+            where = self._settings.registration_namespace
+            problem = f"cannot write the registration in namespace {where}: HTTP {exc.status}"
         # A failure is remembered too, so a refused write is retried by the next resync, not every event.
         self._published[key] = (digest, problem)
         return problem
@@ -97,7 +96,7 @@ class RegistrationPublisher:
         """The registration as it stands: from the namespace's one LIST, or a GET when it cannot be listed."""
         async with self._list_lock:
             if self._live is None:
-                collection = object_path("v1", "Secret", self._settings.oe_namespace)
+                collection = object_path("v1", "Secret", self._settings.registration_namespace)
                 try:
                     items = await self._api.list(collection, label_selector=f"{REGISTRATION_LABEL}=true")
                 except ApiError:
@@ -115,7 +114,7 @@ class RegistrationPublisher:
         name = registration_secret_name(*key)
         if self._live is not None:
             self._live.pop(name, None)
-        path = object_path("v1", "Secret", self._settings.oe_namespace, name)
+        path = object_path("v1", "Secret", self._settings.registration_namespace, name)
         if known is not None and known[1] is not None:
             return  # never written
         if known is None and await self._api.get(path) is None:
@@ -125,7 +124,7 @@ class RegistrationPublisher:
 
     async def prune(self, live: set[AgentKey]) -> int:
         """Withdraw registrations whose Agent this operator no longer knows; returns how many."""
-        path = object_path("v1", "Secret", self._settings.oe_namespace)
+        path = object_path("v1", "Secret", self._settings.registration_namespace)
         items = await self._api.list(path, label_selector=f"{REGISTRATION_LABEL}=true")
         pruned = 0
         for item in items:

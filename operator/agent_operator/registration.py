@@ -59,7 +59,7 @@ def render_registration(agent: Agent, *, token: str, settings: RenderSettings) -
         "kind": "Secret",
         "metadata": {
             "name": registration_secret_name(agent.meta.namespace, agent.meta.name),
-            "namespace": settings.oe_namespace,
+            "namespace": settings.registration_namespace,
             "labels": {
                 "app.kubernetes.io/managed-by": MANAGED_BY,
                 REGISTRATION_LABEL: "true",

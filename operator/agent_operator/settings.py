@@ -16,6 +16,9 @@ class RenderSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     oe_namespace: str = "agent-engine"
+    # Where the registration Secrets go; empty: the OE's namespace. The chart gives them a namespace of their
+    # own, so the OE's RBAC can read registrations and no other Secret (issue 43).
+    registrations_namespace: str = ""
     oe_pod_labels: dict[str, str] = Field(
         default_factory=lambda: {
             "app.kubernetes.io/name": "agent-engine",
@@ -28,6 +31,11 @@ class RenderSettings(BaseModel):
     # The API server refuses ConfigMaps over 1 MiB; keep room for keys and metadata.
     configmap_budget_bytes: int = 900_000
     max_bundle_configmaps: int = 8
+
+    @property
+    def registration_namespace(self) -> str:
+        """The namespace the operator publishes registrations into."""
+        return self.registrations_namespace or self.oe_namespace
 
 
 class OperatorSettings(BaseModel):
@@ -54,6 +62,8 @@ class OperatorSettings(BaseModel):
         render: dict[str, object] = {}
         if value := env.get("AGENT_OPERATOR_OE_NAMESPACE"):
             render["oe_namespace"] = value
+        if value := env.get("AGENT_OPERATOR_REGISTRATIONS_NAMESPACE"):
+            render["registrations_namespace"] = value
         if value := env.get("AGENT_OPERATOR_OE_URL"):
             render["oe_url"] = value
         if value := env.get("AGENT_OPERATOR_DEFAULT_IMAGE"):

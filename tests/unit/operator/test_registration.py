@@ -7,7 +7,7 @@ import json
 
 from agent_operator.models import Agent
 from agent_operator.registration import registration_secret_name, render_registration
-from agent_operator.settings import RenderSettings
+from agent_operator.settings import OperatorSettings, RenderSettings
 from agent_runtime.oe.registration import REGISTRATION_KEY, REGISTRATION_LABEL
 from agent_runtime.oe.registry import parse_registration
 from tests.unit.operator.specimens import agent_body
@@ -44,3 +44,15 @@ def test_same_inputs_same_secret_and_names_fit() -> None:
     long_name = registration_secret_name("n" * 63, "a" * 253)
     assert len(long_name) <= 253
     assert long_name != registration_secret_name("n" * 63, "a" * 252 + "b")
+
+
+def test_registrations_go_to_their_own_namespace_when_one_is_set() -> None:
+    """The chart's layout (issue 43): registrations apart from the OE, whose NetworkPolicy peer stays put."""
+    settings = OperatorSettings.from_env(
+        {"AGENT_OPERATOR_OE_NAMESPACE": "platform", "AGENT_OPERATOR_REGISTRATIONS_NAMESPACE": "platform-reg"}
+    ).render
+    secret = render_registration(_agent(), token=TOKEN, settings=settings)
+    assert secret["metadata"]["namespace"] == "platform-reg"
+    assert settings.oe_namespace == "platform"
+    # Unset: the OE's namespace, as before.
+    assert RenderSettings(oe_namespace="platform").registration_namespace == "platform"
