@@ -1,16 +1,257 @@
-"""Removing known secret values from text before it reaches a log line or an error message."""
+"""Known secret values taken out of everything that leaves a process, in every encoding they travel in.
+
+One concept for the whole runtime: a `Redactor` is built once per set of secret values (`redactor_for`
+caches it) as one compiled regex, and every output path runs it. Each value matches in its
+
+- raw form, and URL-encoded: percent escapes in either case, `%20` or `+` for a space, whatever set of
+  characters the encoder kept (`/` kept or not, `quote` or `quote_plus`), also inside JSON and HTML text
+  (`\\/`, `\\"`, `\\u00e9`, `&amp;`);
+- base64, standard and URL-safe, padded or not: the part of the encoding that depends only on the value's
+  own bytes, at each of the three byte offsets the value can sit at inside a longer base64 text (a Basic
+  `user:password` header, a token inside a JSON blob that was base64-encoded);
+- hex, lower or upper case.
+
+Values shorter than MIN_SECRET_LENGTH (8) characters are never redacted: they would shred ordinary text
+(`on`, `1`, `prod`) and are not credentials. The base64 form leaves at most the one or two characters at
+each end that mix the value's bits with its neighbours' (a few bits, never the value).
+
+`Redactor.value` redacts a JSON value as its serialized text would show it: keys and numbers too, and a
+value split across two strings (`["abcd", "efgh"]` for `abcdefgh`) is cut out of both.
+"""
 
 from __future__ import annotations
 
+import base64
+import bisect
+import functools
+import logging
+import re
+import string
 from collections.abc import Iterable
+from typing import Any
 
 REDACTED = "[REDACTED]"
-# Very short values (e.g. "1", "on") would shred ordinary text and are not credentials anyway.
-_MIN_SECRET_LENGTH = 4
+MIN_SECRET_LENGTH = 8
+
+_PLAIN = frozenset(string.ascii_letters + string.digits)
+# JSON's two-character escapes.
+_JSON_SHORT = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_HTML = {"&": ("&amp;",), "<": ("&lt;",), ">": ("&gt;",), '"': ("&quot;",), "'": ("&#39;", "&#x27;")}
+
+
+def _either_case(text: str) -> str:
+    """A regex for `text` whose letters match in either case (hex digits of an escape)."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in text)
+
+
+def _char(char: str, *, base64_alphabet: bool = False) -> str:
+    """A regex for one character of a value: itself, or any escape an encoder may have turned it into.
+
+    In a base64 core `+` and `/` also match `-` and `_` (the URL-safe alphabet), so one pattern covers both.
+    """
+    if char in _PLAIN:
+        return char
+    options = [re.escape(char), "".join(f"%{_either_case(f'{b:02x}')}" for b in char.encode("utf-8"))]
+    if base64_alphabet and char in "+/":
+        options.append(re.escape("-" if char == "+" else "_"))
+    if char == " ":
+        options.append(r"\+")
+    if char in _JSON_SHORT:
+        options.append(re.escape(_JSON_SHORT[char]))
+    if char in _JSON_SHORT or ord(char) < 0x20 or ord(char) > 0x7E:
+        options.extend(r"\\u" + _either_case(f"{unit:04x}") for unit in _utf16(char))
+    options.extend(re.escape(entity) for entity in _HTML.get(char, ()))
+    return "(?:" + "|".join(options) + ")"
+
+
+def _utf16(char: str) -> list[int]:
+    """The \\u escapes JSON writes for one character (two for one outside the basic plane)."""
+    units = char.encode("utf-16-be")
+    if len(units) == 2:
+        return [int.from_bytes(units, "big")]
+    return [int.from_bytes(units[:2], "big"), int.from_bytes(units[2:], "big")]
+
+
+def _base64_cores(data: bytes) -> set[str]:
+    """The characters of data's base64 that depend on its bytes alone, at byte offsets 0, 1 and 2."""
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data).decode("ascii")
+        first = -(-8 * offset // 6)  # the first character whose six bits all come from data
+        last = (8 * (offset + len(data))) // 6  # one past the last such character
+        core = encoded[first:last]
+        cores.add(core)
+    return cores
+
+
+def _form_patterns(secret: str) -> list[tuple[int, str]]:
+    """(length, regex) of each form: the raw value, one per base64 core (both alphabets), the hex."""
+    data = secret.encode("utf-8")
+    forms = [(len(secret), "".join(_char(c) for c in secret))]
+    for core in sorted(_base64_cores(data)):
+        forms.append((len(core), "".join(_char(c, base64_alphabet=True) for c in core)))
+    forms.append((2 * len(data), _either_case(data.hex())))
+    return forms
+
+
+class Redactor:
+    """Replaces every form of every known secret value; built once per secret set (see `redactor_for`)."""
+
+    __slots__ = ("_bytes_pattern", "_pattern", "longest", "secrets")
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = frozenset(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH)
+        forms = sorted({form for s in self.secrets for form in _form_patterns(s)}, reverse=True)
+        # Longest first: a value that contains another one vanishes whole. An escape is up to 12 characters
+        # per character of the value (a \\u pair), so `longest` bounds what a reader must keep to see one.
+        self.longest = max((length for length, _ in forms), default=0) * 12
+        if forms:
+            source = "|".join(pattern for _, pattern in forms)
+            self._pattern: re.Pattern[str] | None = re.compile(source)
+            self._bytes_pattern: re.Pattern[bytes] | None = re.compile(source.encode("utf-8"))
+        else:
+            self._pattern = self._bytes_pattern = None
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def text(self, text: str) -> str:
+        """`text` with every form of every secret replaced by REDACTED."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(REDACTED, text)
+
+    def data(self, data: bytes) -> bytes:
+        """The same for bytes (a provider's body before it is decoded)."""
+        if self._bytes_pattern is None or not data:
+            return data
+        return self._bytes_pattern.sub(REDACTED.encode(), data)
+
+    def found(self, text: str) -> bool:
+        """True when `text` holds any form of any secret."""
+        return self._pattern is not None and self._pattern.search(text) is not None
+
+    def value(self, value: Any) -> Any:
+        """A JSON value with every secret form cut out of its strings, keys and numbers, also where one is
+        split across neighbouring strings. Returns `value` itself when nothing is found (the usual case)."""
+        if self._pattern is None:
+            return value
+        leaves: list[str] = []
+        _collect(value, leaves)
+        joined = "".join(leaves)
+        if self._pattern.search(joined) is None:
+            return value
+        ends = []
+        total = 0
+        for leaf in leaves:
+            total += len(leaf)
+            ends.append(total)
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for match in self._pattern.finditer(joined):
+            start, end = match.span()
+            index = bisect.bisect_right(ends, start)
+            while index < len(leaves) and ends[index] - len(leaves[index]) < end:
+                begins = ends[index] - len(leaves[index])
+                cut = (max(start, begins) - begins, min(end, ends[index]) - begins)
+                if cut[0] < cut[1]:
+                    spans.setdefault(index, []).append(cut)
+                index += 1
+        return _rebuild(value, leaves, spans, iter(range(len(leaves))))
+
+
+def _collect(value: Any, leaves: list[str]) -> None:
+    """Every string, key and number of a JSON value in document order (what its serialization shows)."""
+    if isinstance(value, str):
+        leaves.append(value)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            leaves.append(str(key))
+            _collect(inner, leaves)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            _collect(inner, leaves)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        leaves.append(str(value))
+
+
+def _rebuild(value: Any, leaves: list[str], spans: dict[int, list[tuple[int, int]]], order: Any) -> Any:
+    """`value` again, in `_collect`'s order, with each leaf that has spans cut."""
+    if isinstance(value, str):
+        return _cut(leaves, spans, next(order), value)
+    if isinstance(value, dict):
+        out = {}
+        for key, inner in value.items():
+            new_key = _cut(leaves, spans, next(order), key)
+            out[new_key] = _rebuild(inner, leaves, spans, order)
+        return out
+    if isinstance(value, list | tuple):
+        return [_rebuild(inner, leaves, spans, order) for inner in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _cut(leaves, spans, next(order), value)
+    return value
+
+
+def _cut(leaves: list[str], spans: dict[int, list[tuple[int, int]]], index: int, original: Any) -> Any:
+    cuts = spans.get(index)
+    if not cuts:
+        return original
+    text = leaves[index]
+    pieces: list[str] = []
+    at = 0
+    for start, end in sorted(cuts):
+        if end <= at:
+            continue
+        pieces.append(text[at:start] if start > at else "")
+        pieces.append(REDACTED)
+        at = max(at, end)
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached(secrets: frozenset[str]) -> Redactor:
+    return Redactor(secrets)
+
+
+def redactor_for(secrets: Iterable[str]) -> Redactor:
+    """The Redactor of a secret set, compiled once per distinct set."""
+    return _cached(frozenset(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH))
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every occurrence of each secret value, longest first so overlapping values vanish whole."""
-    for value in sorted({s for s in secrets if len(s) >= _MIN_SECRET_LENGTH}, key=len, reverse=True):
-        text = text.replace(value, REDACTED)
-    return text
+    """Replace every form of each secret value in `text` (see the module docstring for the forms)."""
+    return redactor_for(secrets).text(text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """Wraps a handler's formatter: the finished line (message, traceback, extra fields) is redacted.
+
+    A formatter rather than a `logging.Filter`, because a filter sees the record before formatting: the
+    traceback, the arguments and a structured formatter's fields would be rendered after it ran.
+    """
+
+    def __init__(self, inner: logging.Formatter, redactor: Redactor) -> None:
+        super().__init__()
+        self.inner = inner
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.text(self.inner.format(record))
+
+
+def redact_logs(redactor: Redactor, *, logger: logging.Logger | None = None) -> None:
+    """Make every handler of `logger` (the root logger) redact its lines; again later replaces the set."""
+    for handler in (logger or logging.getLogger()).handlers:
+        inner = handler.formatter or logging.Formatter()
+        if isinstance(inner, RedactingFormatter):
+            inner = inner.inner
+        handler.setFormatter(RedactingFormatter(inner, redactor))
