@@ -35,6 +35,8 @@ from tests.providers.llm_peer import Turn
 from tests.rendered_pods import rendered_container_env
 
 SYSTEM_NAMESPACE = "agent-engine"
+# The chart's default oe.registrations.namespace: registrations apart from every other Secret.
+REGISTRATIONS_NAMESPACE = f"{SYSTEM_NAMESPACE}-registrations"
 APP_NAMESPACE = "demo"
 AGENT = "echo-agent"
 EXAMPLE_AGENT_DIR = REPO_ROOT / "examples" / "echo-agent"
@@ -213,10 +215,11 @@ class LocalPlatform:
         name = registration_secret_name(APP_NAMESPACE, AGENT)
 
         def read() -> dict[str, Any] | None:
-            data = self._secret(SYSTEM_NAMESPACE, name)
+            data = self._secret(REGISTRATIONS_NAMESPACE, name)
             return json.loads(data[REGISTRATION_KEY]) if REGISTRATION_KEY in data else None
 
-        return eventually(f"the operator to publish Secret {SYSTEM_NAMESPACE}/{name}", read, timeout=60)
+        where = f"{REGISTRATIONS_NAMESPACE}/{name}"
+        return eventually(f"the operator to publish Secret {where}", read, timeout=60)
 
     def _secret(self, namespace: str, name: str) -> dict[str, str]:
         assert self.kube is not None

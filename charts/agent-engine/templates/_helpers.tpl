@@ -36,12 +36,52 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
+{{/*
+An image reference: repository@digest when a digest is given (in `digest`, or already in the repository, as
+air-gapped installs pin them), else repository:tag with the chart's appVersion as the default tag.
+*/}}
+{{- define "agent-engine.imageRef" -}}
+{{- $image := index . 0 -}}
+{{- $appVersion := index . 1 -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else if contains "@" $image.repository -}}
+{{- $image.repository -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default $appVersion $image.tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "agent-engine.operatorImage" -}}
-{{- printf "%s:%s" .Values.image.operator.repository (default .Chart.AppVersion .Values.image.operator.tag) -}}
+{{- include "agent-engine.imageRef" (list .Values.image.operator .Chart.AppVersion) -}}
 {{- end -}}
 
 {{- define "agent-engine.runtimeImage" -}}
-{{- printf "%s:%s" .Values.image.runtime.repository (default .Chart.AppVersion .Values.image.runtime.tag) -}}
+{{- include "agent-engine.imageRef" (list .Values.image.runtime .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* Where the operator publishes registrations and the OE reads them: a namespace holding nothing else. */}}
+{{- define "agent-engine.registrationsNamespace" -}}
+{{- default (printf "%s-registrations" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.oe.registrations.namespace -}}
+{{- end -}}
+
+{{/*
+A default spread over nodes for a component with several replicas (`ScheduleAnyway`: a small cluster still
+schedules them all); a non-empty `topologySpreadConstraints` value replaces it. Args: values, selector labels.
+*/}}
+{{- define "agent-engine.topologySpread" -}}
+{{- $values := index . 0 -}}
+{{- $selector := index . 1 -}}
+{{- if $values.topologySpreadConstraints -}}
+{{- toYaml $values.topologySpreadConstraints -}}
+{{- else -}}
+- maxSkew: 1
+  topologyKey: kubernetes.io/hostname
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- $selector | nindent 6 }}
+{{- end -}}
 {{- end -}}
 
 {{- define "agent-engine.oeName" -}}
