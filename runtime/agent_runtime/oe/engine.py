@@ -22,7 +22,15 @@ from agent_runtime.oe.policy import Outcome, decide
 from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_entries
 from agent_runtime.oe.replay import Replay, decide_replay, fingerprint
 from agent_runtime.oe.runtimes import Runtimes, RuntimeUnavailable
-from agent_runtime.oe.store.base import AuditRecord, ExecutionRecord, Review, StepRecord, Store
+from agent_runtime.oe.store.base import (
+    AuditRecord,
+    ExecutionRecord,
+    Identity,
+    Review,
+    StepDecider,
+    StepRecord,
+    Store,
+)
 from agent_runtime.oe.store.deliveries import DeliveryRecord
 from agent_runtime.protocol import (
     AER_LOST,
@@ -126,7 +134,7 @@ class Orchestrator:
 
     # client API ---------------------------------------------------------------------------------------
 
-    async def invoke(self, request: InvokeRequest) -> ExecutionRecord:
+    async def invoke(self, request: InvokeRequest, *, invoked_by: Identity | None = None) -> ExecutionRecord:
         """Create the execution (pending) and start it on the Agent's AER in the background."""
         reg = self.registry.get(request.agent)
         if reg is None:
@@ -146,6 +154,7 @@ class Orchestrator:
             input=request.input,
             created_at=now,
             updated_at=now,
+            invoked_by=invoked_by,
         )
         await self.store.create_execution(record)
         await self.events.publish(record.execution_id, type="created", data={"agent": reg.agent})
@@ -160,7 +169,7 @@ class Orchestrator:
             raise NotFound(f"no execution {execution_id!r}{where}")
         return record
 
-    async def cancel(self, execution_id: str) -> ExecutionRecord:
+    async def cancel(self, execution_id: str, *, decided_by: Identity | None = None) -> ExecutionRecord:
         """Make the cancel durable; the run's next call or callback is refused."""
         record = await self.get(execution_id)
         if record.status is S.SUSPENDED:
@@ -169,18 +178,28 @@ class Orchestrator:
         updated = await self.store.transition(
             execution_id,
             from_states=ENTER_FROM[S.CANCELLED],
-            changes={"status": S.CANCELLED, "cancel_requested": True, "updated_at": now, "finished_at": now},
+            changes={
+                "status": S.CANCELLED,
+                "cancel_requested": True,
+                "updated_at": now,
+                "finished_at": now,
+                "cancelled_by": decided_by,
+            },
         )
         if updated is None:
             current = await self.get(execution_id)
             raise Conflict("execution_final", f"the execution is already {current.status.value}")
-        await self._audit(updated, kind="cancel", decision="cancelled", status="accepted")
+        await self._audit(
+            updated, kind="cancel", decision="cancelled", status="accepted", decided_by=decided_by
+        )
         await self.events.publish(execution_id, type="cancelled")
         # Durable before the answer: every runtime that served it is drained, also after an OE restart.
         await self.drains.drain(updated, reason="cancelled by the client")
         return updated
 
-    async def interrupt(self, execution_id: str, step: int) -> DeliveryRecord:
+    async def interrupt(
+        self, execution_id: str, step: int, *, decided_by: Identity | None = None
+    ) -> DeliveryRecord:
         """Stop the one call at `step` of a running execution (OE-18); the execution goes on."""
         record = await self.get(execution_id)
         if record.status is not S.RUNNING:
@@ -193,7 +212,20 @@ class Orchestrator:
             raise Conflict("agent_not_registered", f"Agent {record.agent!r} is no longer registered")
         runs_in = await self._runs_in(reg, record.execution_id, step)
         delivery = await self.drains.interrupt(record, step, reg=reg, component=runs_in)
-        await self._audit(record, kind="interrupt", step=step, decision="requested", status="accepted")
+        if decided_by is not None:
+            current = await self.get(execution_id)
+            asked = StepDecider(step=step, by=decided_by, at=self._clock())
+            await self.store.update_execution(
+                execution_id, {"interrupted_by": [*current.interrupted_by, asked]}
+            )
+        await self._audit(
+            record,
+            kind="interrupt",
+            step=step,
+            decision="requested",
+            status="accepted",
+            decided_by=decided_by,
+        )
         return delivery
 
     async def _runs_in(
@@ -232,7 +264,12 @@ class Orchestrator:
             await asyncio.sleep(0.05)
 
     async def resume(
-        self, execution_id: str, review: ReviewDecision, *, project_id: str | None = None
+        self,
+        execution_id: str,
+        review: ReviewDecision,
+        *,
+        project_id: str | None = None,
+        decided_by: Identity | None = None,
     ) -> ExecutionRecord:
         """Record the human decision and re-run the agent from the start.
 
@@ -283,6 +320,7 @@ class Orchestrator:
             reason=reason if isinstance(reason, str) else None,
             payload=suspension.get("payload"),
             at=now,
+            decided_by=decided_by,
         )
         # One resume wins: the decision and the state move together, before anything runs.
         updated = await self.store.transition(
@@ -312,6 +350,7 @@ class Orchestrator:
             args={"requested": suspension.get("args"), "executed": executed},
             secrets=self._secrets(reg),
             status="accepted",
+            decided_by=decided_by,
         )
         await self.events.publish(
             execution_id, type="resumed", step=entry.step, data={"decision": review.decision}
@@ -320,11 +359,17 @@ class Orchestrator:
         return updated
 
     async def pending_reviews(
-        self, project_id: str, *, limit: int = 50, cursor: str | None = None
+        self,
+        project_id: str | None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        project_ids: frozenset[str] | None = None,
     ) -> tuple[list[ExecutionRecord], str | None]:
-        """The project's suspended executions, newest first: each waits for a human's decision."""
+        """The project's (or, with `project_ids`, those projects') suspended executions, newest first: each
+        waits for a human's decision."""
         page = await self.store.list_executions(
-            project_id=project_id, status=S.SUSPENDED, limit=limit, cursor=cursor
+            project_id=project_id, project_ids=project_ids, status=S.SUSPENDED, limit=limit, cursor=cursor
         )
         return page.items, page.next_cursor
 
@@ -1127,6 +1172,15 @@ def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
     }
     if record.user_id is not None:
         view["user_id"] = record.user_id
+    if record.invoked_by is not None:
+        view["invoked_by"] = record.invoked_by.model_dump()
+    if record.cancelled_by is not None:
+        view["cancelled_by"] = record.cancelled_by.model_dump()
+    if record.interrupted_by:
+        view["interrupted_by"] = [
+            {"step": asked.step, "by": asked.by.model_dump(), "at": iso(asked.at)}
+            for asked in record.interrupted_by
+        ]
     if record.status is S.COMPLETED:
         view["result"] = record.result
     if record.error is not None:
@@ -1136,7 +1190,12 @@ def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
     if record.reviews:
         view["reviews"] = [
             {
-                **redact_value(review.model_dump(mode="json", exclude={"at"}), secrets=secrets),
+                **redact_value(
+                    review.model_dump(
+                        mode="json", exclude={"at", "decided_by"} if review.decided_by is None else {"at"}
+                    ),
+                    secrets=secrets,
+                ),
                 "at": iso(review.at),
             }
             for review in record.reviews

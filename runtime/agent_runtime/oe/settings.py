@@ -19,6 +19,17 @@ WATCHDOG_INTERVAL_ENV = "OE_WATCHDOG_INTERVAL_S"
 AER_LOST_AFTER_ENV = "OE_AER_LOST_AFTER_S"
 RUN_RESTARTS_ENV = "OE_RUN_RESTARTS"
 TOOL_POD_RETRY_ENV = "OE_TOOL_POD_RETRY_S"
+# Client authentication (docs/oe.md, "Who may call"): `kubernetes` (TokenReview + SubjectAccessReview),
+# `static` (the development token), or both, comma-separated.
+CLIENT_AUTH_ENV = "OE_CLIENT_AUTH"
+# The namespaces the static development token may act in, comma-separated; `*` for every namespace.
+CLIENT_TOKEN_NAMESPACES_ENV = "OE_CLIENT_TOKEN_NAMESPACES"  # noqa: S105
+CLIENT_AUTH_AUDIENCES_ENV = "OE_CLIENT_AUTH_AUDIENCES"
+CLIENT_AUTH_CACHE_TTL_ENV = "OE_CLIENT_AUTH_CACHE_TTL_S"
+CLIENT_AUTH_CACHE_SIZE_ENV = "OE_CLIENT_AUTH_CACHE_SIZE"
+# A local run outside a pod points at a directory laid out like a pod's ServiceAccount mount (token, ca.crt).
+SERVICE_ACCOUNT_DIR_ENV = "OE_SERVICEACCOUNT_DIR"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 DEFAULT_SQLITE_PATH = "/var/lib/agent-engine/oe/oe.sqlite3"
 DEFAULT_MONGODB_DATABASE = "agent_engine_oe"
@@ -34,25 +45,89 @@ class OESettings:
     sqlite_path: str
     mongodb_uri: str | None
     mongodb_database: str
-    client_token: str
+    client_token: str | None
     watchdog_interval_s: float
     aer_lost_after_s: float
     run_restarts: int = 3
     tool_pod_retry_s: float = 15.0
+    client_auth: ClientAuthSettings | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OESettings:
+        auth = ClientAuthSettings.from_env(env)
         return cls(
             store_type=env.get(STORE_TYPE_ENV, "sqlite").strip().lower() or "sqlite",
             sqlite_path=env.get(SQLITE_PATH_ENV, "").strip() or DEFAULT_SQLITE_PATH,
             mongodb_uri=env.get(MONGODB_URI_ENV, "").strip() or None,
             mongodb_database=env.get(MONGODB_DATABASE_ENV, "").strip() or DEFAULT_MONGODB_DATABASE,
-            client_token=_client_token(env),
+            client_token=_client_token(env) if auth.static else None,
             watchdog_interval_s=_seconds(env, WATCHDOG_INTERVAL_ENV, 10.0),
             aer_lost_after_s=_seconds(env, AER_LOST_AFTER_ENV, 30.0),
             run_restarts=_count(env, RUN_RESTARTS_ENV, 3),
             tool_pod_retry_s=_seconds(env, TOOL_POD_RETRY_ENV, 15.0),
+            client_auth=auth,
         )
+
+
+@dataclass(frozen=True)
+class ClientAuthSettings:
+    """How clients authenticate: TokenReview + SubjectAccessReview, the static dev token, or both."""
+
+    kubernetes: bool
+    static: bool
+    static_namespaces: frozenset[str] | None  # None: every namespace
+    audiences: tuple[str, ...]
+    cache_ttl_s: float
+    cache_size: int
+    api_url: str | None
+    service_account_dir: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ClientAuthSettings:
+        host = env.get("KUBERNETES_SERVICE_HOST", "").strip()
+        has_static = bool(env.get(CLIENT_TOKEN_FILE_ENV, "").strip() or env.get(CLIENT_TOKEN_ENV, "").strip())
+        raw = env.get(CLIENT_AUTH_ENV, "").strip().lower()
+        if raw:
+            modes = {part.strip() for part in raw.split(",") if part.strip()}
+            unknown = modes - {"kubernetes", "static"}
+            if unknown or not modes:
+                raise SettingsError(
+                    f"{CLIENT_AUTH_ENV}={raw!r}: write kubernetes, static, or kubernetes,static"
+                )
+        else:
+            # In a cluster the cluster's identities; the static token only where one is configured.
+            modes = ({"kubernetes"} if host else set()) | ({"static"} if has_static or not host else set())
+        if "kubernetes" in modes and not host:
+            raise SettingsError(
+                f"{CLIENT_AUTH_ENV} names kubernetes but KUBERNETES_SERVICE_HOST is not set; run the OE in a "
+                f"cluster, or set KUBERNETES_SERVICE_HOST/PORT and {SERVICE_ACCOUNT_DIR_ENV} for a local run"
+            )
+        port = env.get("KUBERNETES_SERVICE_PORT", "443").strip() or "443"
+        bracketed = f"[{host}]" if ":" in host else host
+        raw_audiences = env.get(CLIENT_AUTH_AUDIENCES_ENV, "agent-engine")
+        audiences = tuple(part.strip() for part in raw_audiences.split(",") if part.strip())
+        if not audiences:
+            raise SettingsError(f"{CLIENT_AUTH_AUDIENCES_ENV} is empty; name one audience, e.g. agent-engine")
+        size = _count(env, CLIENT_AUTH_CACHE_SIZE_ENV, 4096)
+        if size < 1:
+            raise SettingsError(f"{CLIENT_AUTH_CACHE_SIZE_ENV}=0: the cache holds at least one entry")
+        return cls(
+            kubernetes="kubernetes" in modes,
+            static="static" in modes,
+            static_namespaces=_namespaces(env.get(CLIENT_TOKEN_NAMESPACES_ENV, "*")),
+            audiences=audiences,
+            cache_ttl_s=_seconds(env, CLIENT_AUTH_CACHE_TTL_ENV, 10.0),
+            cache_size=size,
+            api_url=f"https://{bracketed}:{port}" if host else None,
+            service_account_dir=Path(env.get(SERVICE_ACCOUNT_DIR_ENV, "").strip() or SERVICE_ACCOUNT_DIR),
+        )
+
+
+def _namespaces(raw: str) -> frozenset[str] | None:
+    names = {part.strip() for part in raw.split(",") if part.strip()}
+    if not names or "*" in names:
+        return None
+    return frozenset(names)
 
 
 def _client_token(env: Mapping[str, str]) -> str:

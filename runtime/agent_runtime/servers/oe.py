@@ -1,8 +1,10 @@
 """The Orchestration Engine's HTTP surface (RUNNER_MODE=oe, port 8080): thin handlers over `Orchestrator`.
 
-Two audiences, two credentials: clients (invoke, read, cancel, resume) present the OE's client token;
-runtimes (`/tool/execute`, `/tool/result`, `/executor/callback`) present their Agent's runtime token,
-which also says which Agent is calling, so an Agent only ever reaches its own executions.
+Two audiences, two credentials: clients (invoke, read, cancel, resume) present a token the cluster's API
+server accepts (checked with a TokenReview, then a SubjectAccessReview per namespace: `oe/client_auth.py`),
+or the static development token where no cluster exists; runtimes (`/tool/execute`, `/tool/result`,
+`/executor/callback`) present their Agent's runtime token, which also says which Agent is calling, so an
+Agent only ever reaches its own executions.
 """
 
 from __future__ import annotations
@@ -11,16 +13,35 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import math
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agent_runtime.contract import METRICS_PATH
+from agent_runtime.listen import json_edge_problem
+from agent_runtime.oe.client_auth import (
+    INVOKE,
+    READ,
+    Attributes,
+    Caller,
+    ClientAuth,
+    Permission,
+    ReviewUnavailable,
+    forbidden_body,
+    impersonation,
+    on_agents,
+    route_need,
+    unauthorized_body,
+    unavailable_body,
+)
 from agent_runtime.oe.engine import (
     BadReview,
     Conflict,
@@ -32,6 +53,8 @@ from agent_runtime.oe.engine import (
 )
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
+from agent_runtime.oe.store.base import Identity
+from agent_runtime.oe.store.codec import decode_cursor
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
     OE_TOOL_EXECUTE_PATH,
@@ -51,6 +74,10 @@ from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grac
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
+# A cursor encodes a float and an execution id (at most 256 characters) in base64.
+MAX_CURSOR_CHARS = 2048
+# Event ids are SQLite/BSON integers.
+MAX_EVENT_ID = 2**63 - 1
 M = TypeVar("M", bound=BaseModel)
 Background = Callable[[], Awaitable[None]]
 
@@ -92,6 +119,18 @@ async def _body(request: Request, *, limit: int = MAX_BODY_BYTES, what: str = ""
     return b"".join(chunks)
 
 
+def _edge_checked(raw: bytes) -> bytes:
+    """The body, unless its JSON is deeper or its numbers larger than any store holds (400 naming the field).
+
+    The launcher's `BodyGuard` checks this already; an app served without it (tests, embedding) still must
+    not reach a RecursionError or an OverflowError.
+    """
+    problem = json_edge_problem(raw)
+    if problem is not None:
+        raise HTTPError(400, {"detail": [problem]})
+    return raw
+
+
 async def _resume_body(request: Request) -> Any:
     raw = await _body(
         request,
@@ -99,7 +138,8 @@ async def _resume_body(request: Request) -> Any:
         what="; a resume body is a decision, optional notes and optional edited arguments",
     )
     try:
-        return json.loads(raw)
+        # pydantic's parser, not json.loads: it refuses lone surrogates (no store can encode them) and NaN.
+        return from_json(_edge_checked(raw), allow_inf_nan=False)
     except ValueError:
         raise HTTPError(
             400, {"detail": [{"field": "(body)", "problem": "not JSON; send a JSON object with a decision"}]}
@@ -109,9 +149,49 @@ async def _resume_body(request: Request) -> Any:
 async def _parse(request: Request, model: type[M]) -> M:
     raw = await _body(request)
     try:
-        return model.model_validate_json(raw or b"null")
+        return model.model_validate_json(_edge_checked(raw) or b"null")
     except ValidationError as exc:
         raise HTTPError(400, {"detail": _problems(exc)}) from None
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII only: str.isdigit() takes '²', which int() refuses
+
+
+def _query_int(raw: str, *, field: str, low: int, high: int) -> int:
+    """A query integer in [low, high], else a 400 naming `field` and the range."""
+    if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+        raise HTTPError(
+            400, {"detail": [{"field": field, "problem": f"must be a whole number from {low} to {high}"}]}
+        )
+    return int(raw)
+
+
+def _query_cursor(raw: str | None) -> str | None:
+    """A page cursor as a list returned it (checked here, so a forged one is a 400, never a 500)."""
+    if not raw:
+        return None
+    problem = {"field": "cursor", "problem": "not a cursor this list returned; send next_cursor as given"}
+    if len(raw) > MAX_CURSOR_CHARS:
+        raise HTTPError(400, {"detail": [problem]})
+    try:
+        created_at, execution_id = decode_cursor(raw)
+        execution_id.encode("utf-8")  # a lone surrogate cannot reach a store
+    except (ValueError, UnicodeEncodeError):
+        raise HTTPError(400, {"detail": [problem]}) from None
+    if not math.isfinite(created_at) or not 0 < len(execution_id) <= 256:
+        raise HTTPError(400, {"detail": [problem]})
+    return raw
+
+
+def _event_after(request: Request) -> int:
+    """`?after=` (or `Last-Event-ID`): the last event seen, 0 when absent; beyond int64 is a 400."""
+    raw = request.query_params.get("after")
+    field = "after"
+    if not raw:
+        raw, field = request.headers.get("last-event-id", ""), "last-event-id"
+    if not raw:
+        return 0
+    return _query_int(raw.strip(), field=field, low=0, high=MAX_EVENT_ID)
 
 
 def _bearer(request: Request) -> str | None:
@@ -125,29 +205,111 @@ def _bearer(request: Request) -> str | None:
 _UNAUTHORIZED = Response(status_code=401, headers={"www-authenticate": "Bearer"})
 
 
+class Forbidden(Exception):
+    """The caller may not do this: 403 with the Status body naming the verb, namespace and the rule."""
+
+    def __init__(self, caller: Caller, attrs: Attributes) -> None:
+        super().__init__(attrs)
+        self.body = forbidden_body(caller.identity, attrs)
+
+
+def _client_unauthorized(message: str) -> Response:
+    return JSONResponse(unauthorized_body(message), status_code=401, headers={"www-authenticate": "Bearer"})
+
+
+def _caller(request: Request) -> Caller:
+    caller: Caller = request.state.caller  # set by the client guard before any client handler runs
+    return caller
+
+
+def decider(request: Request) -> Identity | None:
+    """Who is asking, for the execution's and the audit's `decided_by` (None outside the client guard)."""
+    caller = getattr(request.state, "caller", None)
+    return caller.identity if isinstance(caller, Caller) else None
+
+
+def _agent_name(agent: str) -> str:
+    return agent.split("/", 1)[1] if "/" in agent else agent
+
+
 def build_oe_app(
     *,
     engine: Orchestrator,
     registry: RuntimeTokens,
-    client_token: TokenLike,
+    client_token: TokenLike | None = None,
+    client_auth: ClientAuth | None = None,
+    known_namespaces: Callable[[], Collection[str]] | None = None,
     background: Sequence[Background] = (),
     on_startup: Sequence[Background] = (),
     on_shutdown: Sequence[Background] = (),
 ) -> Starlette:
-    """The OE app; `background` loops (registrations, watchdog) run for the server's life."""
+    """The OE app; `background` loops (registrations, watchdog) run for the server's life.
+
+    Clients authenticate through `client_auth`, or (tests, dev) with `client_token` alone: the static
+    token, read again when its file changes, may act in every namespace. `known_namespaces` are those a
+    list asks the API server about when the caller may not read every namespace (the registered Agents').
+    """
     readiness = Readiness()
     metrics = OEMetrics()
-    # Read again when its file changes; the previous one stays accepted for a grace period.
-    client_tokens = as_rotating(client_token)
+    if client_auth is None:
+        if client_token is None:
+            raise ValueError("build_oe_app needs client_auth or a client_token")
+        client_auth = ClientAuth(static_token=as_rotating(client_token))
+    auth = client_auth
+
+    def namespaces_known() -> set[str]:
+        if known_namespaces is not None:
+            return set(known_namespaces())
+        agents = getattr(engine.registry, "agents", ())
+        return {agent.split("/", 1)[0] for agent in agents}
+
+    async def require(caller: Caller, attrs: Attributes) -> None:
+        if not await auth.allowed(caller, attrs):
+            raise Forbidden(caller, attrs)
+
+    async def execution_access(request: Request, caller: Caller, permission: Permission) -> None:
+        """An execution the caller may not read is a 404 worded like an unknown one; then the verb's 403."""
+        execution_id = request.path_params.get("execution_id", "")
+        project_id = request.path_params.get("project_id")
+        record = await engine.store.get_execution(execution_id)
+        if record is None:
+            return  # the handler answers 404 for it, as it always did
+        if not await auth.allowed(caller, on_agents(READ, record.project_id, _agent_name(record.agent))):
+            where = f" in project {project_id!r}" if project_id is not None else ""
+            raise NotFound(f"no execution {execution_id!r}{where}")
+        if permission != READ:
+            await require(caller, on_agents(permission, record.project_id, _agent_name(record.agent)))
 
     def client_guard(
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
             token = _bearer(request)
-            if token is None or not client_tokens.accepts(token.encode("utf-8")):
-                return _UNAUTHORIZED
-            return await _answer(handler, request)
+            if token is None:
+                return _client_unauthorized(
+                    "no bearer token: send 'Authorization: Bearer <token>' with a token the cluster accepts "
+                    "for the audience of this OE (e.g. kubectl create token <sa> --audience agent-engine)"
+                )
+            try:
+                caller = await auth.authenticate(token)
+            except ReviewUnavailable as exc:
+                return JSONResponse(unavailable_body(f"cannot verify the token: {exc}"), status_code=503)
+            if caller is None:
+                return _client_unauthorized(
+                    "the bearer token was not accepted: unknown, expired or revoked, or not issued for the "
+                    f"audience {', '.join(auth.audiences)}"
+                )
+            request.state.caller = caller
+            need = route_need(request.method, request.url.path)
+
+            async def checked(req: Request) -> Response:
+                if need is None:
+                    raise Forbidden(caller, Attributes(verb=req.method.lower(), resource="agents"))
+                if need.kind == "execution" and need.permission is not None:
+                    await execution_access(req, caller, need.permission)
+                return await handler(req)
+
+            return await _answer(checked, request)
 
         return guarded
 
@@ -168,6 +330,10 @@ def build_oe_app(
             return await handler(request)
         except HTTPError as exc:
             return JSONResponse(exc.body, status_code=exc.status)
+        except Forbidden as exc:
+            return JSONResponse(exc.body, status_code=403)
+        except ReviewUnavailable as exc:
+            return JSONResponse(unavailable_body(f"cannot check access: {exc}"), status_code=503)
         except NotFound as exc:
             return JSONResponse({"error": "execution_not_found", "detail": str(exc)}, status_code=404)
         except (ReviewBodyError, BadReview) as exc:
@@ -186,7 +352,19 @@ def build_oe_app(
 
     async def invoke(request: Request) -> Response:
         body = await _parse(request, InvokeRequest)
-        record = await engine.invoke(body)
+        caller = _caller(request)
+        namespace, name = body.agent.split("/", 1)
+        await require(caller, on_agents(INVOKE, namespace, name))
+        user_id = body.user_id
+        if not caller.static:
+            # The user is who the token says; naming another takes Kubernetes' impersonate right.
+            if user_id is None:
+                user_id = caller.identity.username
+            elif user_id != caller.identity.username:
+                await require(caller, impersonation("users", user_id))
+            if body.org_id is not None:
+                await require(caller, impersonation("groups", body.org_id))
+        record = await engine.invoke(body.model_copy(update={"user_id": user_id}), invoked_by=caller.identity)
         metrics.execution_created()
         return JSONResponse(
             {"execution_id": record.execution_id, "status": record.status.value}, status_code=202
@@ -201,24 +379,28 @@ def build_oe_app(
         status = query.get("status")
         try:
             state = ExecutionState(status) if status else None
-            limit = int(query.get("limit", "50"))
         except ValueError:
+            states = ", ".join(s.value for s in ExecutionState)
             raise HTTPError(
-                400,
-                {
-                    "detail": [
-                        {"field": "status/limit", "problem": "status must be a state name, limit a number"}
-                    ]
-                },
+                400, {"detail": [{"field": "status", "problem": f"must be one of {states}"}]}
             ) from None
-        if not 1 <= limit <= 500:
-            raise HTTPError(400, {"detail": [{"field": "limit", "problem": "must be between 1 and 500"}]})
+        limit = _query_int(query.get("limit", "50"), field="limit", low=1, high=500)
+        cursor = _query_cursor(query.get("cursor"))
+        agent, project = query.get("agent") or None, query.get("project") or None
+        if agent is not None:
+            candidates = {agent.split("/", 1)[0]}
+        elif project is not None:
+            candidates = {project}
+        else:
+            candidates = namespaces_known()
+        readable = await auth.readable(_caller(request), candidates)
         page = await engine.store.list_executions(
-            agent=query.get("agent") or None,
-            project_id=query.get("project") or None,
+            agent=agent,
+            project_id=project,
+            project_ids=readable,
             status=state,
             limit=limit,
-            cursor=query.get("cursor") or None,
+            cursor=cursor,
         )
         return JSONResponse(
             {"items": [client_view(item) for item in page.items], "next_cursor": page.next_cursor}
@@ -231,8 +413,7 @@ def build_oe_app(
 
     async def events(request: Request) -> Response:
         record = await engine.get(request.path_params["execution_id"])
-        raw_after = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
-        after = int(raw_after) if raw_after.isdigit() else 0
+        after = _event_after(request)
 
         async def stream() -> AsyncIterator[bytes]:
             async for event in engine.events.follow(record.execution_id, after_seq=after):
@@ -247,31 +428,35 @@ def build_oe_app(
         )
 
     async def cancel(request: Request) -> Response:
-        record = await engine.cancel(request.path_params["execution_id"])
+        record = await engine.cancel(request.path_params["execution_id"], decided_by=decider(request))
         return JSONResponse(client_view(record))
 
     async def resume_internal(request: Request) -> Response:
         review = wrapped_review(await _resume_body(request))
-        record = await engine.resume(request.path_params["execution_id"], review)
+        record = await engine.resume(request.path_params["execution_id"], review, decided_by=decider(request))
         return JSONResponse(client_view(record), status_code=202)
 
     async def resume_gateway(request: Request) -> Response:
         review = flat_review(await _resume_body(request))
         record = await engine.resume(
-            request.path_params["execution_id"], review, project_id=request.path_params["project_id"]
+            request.path_params["execution_id"],
+            review,
+            project_id=request.path_params["project_id"],
+            decided_by=decider(request),
         )
         return JSONResponse(client_view(record), status_code=202)
 
     async def reviews(request: Request) -> Response:
         query = request.query_params
-        raw_limit = query.get("limit", "50")
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 500:
-            raise HTTPError(
-                400, {"detail": [{"field": "limit", "problem": "must be a number from 1 to 500"}]}
-            )
+        limit = _query_int(query.get("limit", "50"), field="limit", low=1, high=500)
+        cursor = _query_cursor(query.get("cursor"))
+        project_id = request.path_params["project_id"]
+        if not await auth.allowed(_caller(request), on_agents(READ, project_id)):
+            # Not listed: the same empty answer as a project with nothing to review.
+            return JSONResponse({"items": [], "next_cursor": None})
         try:
             items, next_cursor = await engine.pending_reviews(
-                request.path_params["project_id"], limit=int(raw_limit), cursor=query.get("cursor") or None
+                request.path_params["project_id"], limit=limit, cursor=cursor
             )
         except ValueError:
             raise HTTPError(
@@ -371,6 +556,7 @@ async def _forever(work: Background) -> None:
 
 def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     """The OE as `RUNNER_MODE=oe` runs it: settings, store, registrations and the watchdog from env."""
+    from agent_runtime.oe.client_auth import KubernetesReviewer
     from agent_runtime.oe.drains import DrainCallerSettings
     from agent_runtime.oe.registry import Registry
     from agent_runtime.oe.registry import from_env as registrations_from_env
@@ -388,14 +574,37 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     # An Agent's previous runtime token stays accepted for RUNTIME_TOKEN_GRACE_S after its registration
     # changed: its pods read the rotated Secret each at their own pace.
     source = registrations_from_env(env, registry=Registry(grace_s=grace_from_env(env)))
-    client_file = env.get(CLIENT_TOKEN_FILE_ENV, "").strip()
-    client_token = RotatingToken(
-        settings.client_token,
-        path=client_file or None,
-        setting=CLIENT_TOKEN_FILE_ENV,
-        what="client token",
-        grace_s=grace_from_env(env, CLIENT_TOKEN_GRACE_ENV),
+    auth_settings = settings.client_auth
+    assert auth_settings is not None  # from_env always reads them
+    client_token = None
+    if settings.client_token is not None:
+        client_file = env.get(CLIENT_TOKEN_FILE_ENV, "").strip()
+        client_token = RotatingToken(
+            settings.client_token,
+            path=client_file or None,
+            setting=CLIENT_TOKEN_FILE_ENV,
+            what="client token",
+            grace_s=grace_from_env(env, CLIENT_TOKEN_GRACE_ENV),
+        )
+    reviewer = None
+    if auth_settings.kubernetes and auth_settings.api_url is not None:
+        sa_dir = auth_settings.service_account_dir
+        reviewer = KubernetesReviewer(
+            api_url=auth_settings.api_url,
+            token_path=sa_dir / "token",
+            ca_path=sa_dir / "ca.crt" if (sa_dir / "ca.crt").exists() else None,
+        )
+    client_auth = ClientAuth(
+        reviewer=reviewer,
+        static_token=client_token,
+        static_namespaces=auth_settings.static_namespaces,
+        audiences=auth_settings.audiences,
+        cache_ttl_s=auth_settings.cache_ttl_s,
+        cache_size=auth_settings.cache_size,
     )
+    if client_token is not None:
+        scope = ", ".join(sorted(auth_settings.static_namespaces or ())) or "every namespace"
+        logger.warning("the static client token (a development setting) is accepted; it may act in %s", scope)
     engine = Orchestrator(
         store=store,
         registry=source.registry,
@@ -413,7 +622,9 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     return build_oe_app(
         engine=engine,
         registry=source.registry,
-        client_token=client_token,
+        client_auth=client_auth,
+        known_namespaces=lambda: {agent.split("/", 1)[0] for agent in source.registry.agents},
         background=[source.run, watchdog, engine.drains.run],
         on_startup=[source.refresh],
+        on_shutdown=[client_auth.aclose],
     )

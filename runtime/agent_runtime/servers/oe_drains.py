@@ -59,7 +59,11 @@ def drain_routes(engine: Orchestrator, guard: Callable[[Handler], Handler]) -> l
             body = InterruptBody.model_validate_json(raw or b"null")
         except ValidationError as exc:
             return JSONResponse({"detail": validation_problems(exc)}, status_code=400)
-        delivery = await engine.interrupt(request.path_params["execution_id"], body.step)
+        # The client guard put the caller there: the interrupt records who asked for it.
+        decided_by = getattr(getattr(request.state, "caller", None), "identity", None)
+        delivery = await engine.interrupt(
+            request.path_params["execution_id"], body.step, decided_by=decided_by
+        )
         return JSONResponse(delivery_view(delivery), status_code=202)
 
     async def interrupt_status(request: Request) -> Response:

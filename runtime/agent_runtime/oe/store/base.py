@@ -6,12 +6,29 @@ writes are durable when the call returns: a SIGKILL right after loses nothing th
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from agent_runtime.oe.store.deliveries import DeliveryRecord, ServedRuntime
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
+
+
+class Identity(BaseModel):
+    """Who made a client request, as the API server's TokenReview (or the static dev token) named them."""
+
+    username: str
+    uid: str | None = None
+    groups: list[str] = Field(default_factory=list)
+
+
+class StepDecider(BaseModel):
+    """Who asked for the interrupt of one call, and when."""
+
+    step: int
+    by: Identity
+    at: float
 
 
 class Review(BaseModel):
@@ -26,6 +43,7 @@ class Review(BaseModel):
     reason: str | None = None  # what an agent-level `app.suspend` asked, for its replayed answer
     payload: Any = None
     at: float
+    decided_by: Identity | None = None  # None: decided before the OE recorded identities
 
 
 class ExecutionRecord(BaseModel):
@@ -51,6 +69,10 @@ class ExecutionRecord(BaseModel):
     cancel_requested: bool = False
     reviews: list[Review] = Field(default_factory=list)  # every human decision, in order
     restarts: int = 0  # runs started again after their AER lost them
+    # Who invoked, cancelled and interrupted it; None/empty on rows written before identities were recorded.
+    invoked_by: Identity | None = None
+    cancelled_by: Identity | None = None
+    interrupted_by: list[StepDecider] = Field(default_factory=list)
 
     def review_at(self, step: int) -> Review | None:
         """The decision that answers the suspension at `step`, if a resume made one."""
@@ -94,6 +116,7 @@ class AuditRecord(BaseModel):
     error_category: str | None = None
     duration_ms: float | None = None
     pod_name: str | None = None
+    decided_by: Identity | None = None  # the client behind a resume, cancel or interrupt
     at: float
 
 
@@ -150,11 +173,13 @@ class Store(Protocol):
         *,
         agent: str | None = None,
         project_id: str | None = None,
+        project_ids: Collection[str] | None = None,
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
-        """Newest first (created_at, then execution_id, descending), filtered, `limit` at most."""
+        """Newest first (created_at, then execution_id, descending), filtered, `limit` at most;
+        `project_ids` keeps only those projects (the namespaces a client may read; empty: nothing)."""
 
     async def count_executions(self) -> int: ...
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReturnDocument
@@ -211,17 +211,22 @@ class MongoStore(MongoDeliveries):
         *,
         agent: str | None = None,
         project_id: str | None = None,
+        project_ids: Collection[str] | None = None,
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        if project_ids is not None and not project_ids:
+            return Page(items=[])
         query: Document = {}
         if agent is not None:
             query["agent"] = agent
         if project_id is not None:
             query["project_id"] = project_id
+        if project_ids is not None:
+            query.setdefault("$and", []).append({"project_id": {"$in": sorted(project_ids)}})
         if status is not None:
             query["status"] = ExecutionState(status).value
         if cursor is not None:

@@ -16,7 +16,7 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -142,12 +142,14 @@ def _match_status_sql(n_from_states: int) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _list_sql(*, by_agent: bool, by_project: bool, by_status: bool, after: bool) -> str:
+def _list_sql(*, by_agent: bool, by_project: bool, n_projects: int, by_status: bool, after: bool) -> str:
     where = []
     if by_agent:
         where.append("agent = ?")
     if by_project:
         where.append("json_extract(record, '$.project_id') = ?")
+    if n_projects:
+        where.append(f"json_extract(record, '$.project_id') IN ({_placeholders(n_projects)})")
     if by_status:
         where.append("status = ?")
     if after:
@@ -302,17 +304,22 @@ class SqliteStore(SqliteDeliveries):
         *,
         agent: str | None = None,
         project_id: str | None = None,
+        project_ids: Collection[str] | None = None,
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
+        if project_ids is not None and not project_ids:
+            return Page(items=[])
         params: list[Any] = []
         if agent is not None:
             params.append(agent)
         if project_id is not None:
             params.append(project_id)
+        projects = sorted(project_ids) if project_ids is not None else []
+        params += projects
         if status is not None:
             params.append(ExecutionState(status).value)
         if cursor is not None:
@@ -322,6 +329,7 @@ class SqliteStore(SqliteDeliveries):
         sql = _list_sql(
             by_agent=agent is not None,
             by_project=project_id is not None,
+            n_projects=len(projects),
             by_status=status is not None,
             after=cursor is not None,
         )
