@@ -23,6 +23,7 @@ from agent_runtime.contract import (
     RunnerMode,
     tenant_secret_env,
 )
+from agent_runtime.listen import DEFAULT_BODY_TIMEOUT_S
 from agent_runtime.logging_config import install_logging
 
 if TYPE_CHECKING:
@@ -85,6 +86,16 @@ def select_drain_settings(mode: RunnerMode, env: Mapping[str, str]) -> None:
         DrainSettings.from_env(env)
         PodIdentity.from_env(env, host="", port=select_port(mode, env))
     except DrainSettingsError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def select_body_timeout(env: Mapping[str, str]) -> float:
+    """BODY_TIMEOUT_S: how long any request's body may take to arrive (408 after)."""
+    from agent_runtime.listen import body_timeout_from_env
+
+    try:
+        return body_timeout_from_env(env)
+    except ValueError as exc:
         raise LaunchError(str(exc)) from None
 
 
@@ -166,15 +177,18 @@ def _ignore_signal(signum: int, frame: FrameType | None) -> None:
     """uvicorn re-raises the signal it drained on; after a clean drain that must not kill the process."""
 
 
-def serve(app: ASGIApp, *, host: str, port: int) -> bool:
-    """Run uvicorn on a socket we bound ourselves (dual stack when asked); True when it started."""
+def serve(app: ASGIApp, *, host: str, port: int, body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> bool:
+    """Run uvicorn on a socket we bound ourselves (dual stack when asked); True when it started.
+
+    uvicorn has no body read timeout, so `BodyGuard` bounds the body's arrival and its JSON nesting.
+    """
     import uvicorn
 
-    from agent_runtime.listen import bind_listener
+    from agent_runtime.listen import BodyGuard, bind_listener
 
     sock = bind_listener(host, port)
     config = uvicorn.Config(
-        app,
+        BodyGuard(app, timeout_s=body_timeout_s),
         log_config=None,  # keep our handler; uvicorn's loggers propagate to it
         access_log=False,  # a line per call would cost more than the call itself
         lifespan="on",
@@ -200,6 +214,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
         mode = select_mode(env)
         port = select_port(mode, env)
         select_drain_settings(mode, env)
+        body_timeout_s = select_body_timeout(env)
     except LaunchError as exc:
         logger.error("%s", exc)
         return EXIT_BAD_CONFIG
@@ -215,7 +230,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     logger.info("listener bind resolved: host=%s", host)
     logger.info("starting %s on port %d", mode.value, port)
     try:
-        started = serve(app, host=host, port=port)
+        started = serve(app, host=host, port=port, body_timeout_s=body_timeout_s)
     except Exception as exc:
         logger.error("%s server failed: %s", mode.value, exc, exc_info=exc)
         return EXIT_STARTUP_FAILED

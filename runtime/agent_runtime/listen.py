@@ -1,9 +1,20 @@
-"""Which host a runtime component listens on."""
+"""Which host a runtime component listens on, and what every request must be before a route sees it."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
+import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DUAL_STACK_HOST = "::"
 IPV4_HOST = "0.0.0.0"  # noqa: S104 - pods must accept traffic on every interface
@@ -52,3 +63,189 @@ def bind_listener(host: str, port: int, *, backlog: int = 2048) -> socket.socket
         sock.close()
         raise
     return sock
+
+
+# Every component's requests, checked before any route sees them (issue 27): a body must arrive within a
+# deadline, and JSON nesting is bounded before a parser's recursion can fail on it.
+BODY_TIMEOUT_ENV = "BODY_TIMEOUT_S"
+DEFAULT_BODY_TIMEOUT_S = 10.0
+MAX_JSON_DEPTH = 64
+# The largest body cap any route has; past it the route's own cap answers 413, so buffering stops there.
+MAX_BUFFERED_BODY_BYTES = 8 * 1024 * 1024
+# Naming the field of a too-deep body walks the strings before it; past this many, it is "(body)".
+_MAX_STRINGS_WALKED = 100_000
+
+# A JSON string: its brackets are text, not structure.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_MAX_INT64 = 2**63 - 1
+# A cheap first look (C-speed translate and substring tests) for numbers that may be out of range:
+# 19 digits in a row, or an exponent of 3 digits.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789E", b"000000000e")
+# In a body whose strings are blanked: NaN/Infinity, numbers of 19+ integer digits, 3+ exponent digits.
+_NUMBER_SUSPECT = re.compile(
+    rb"-?(?:NaN|Infinity)"
+    rb"|(?<![\d.eE+-])-?\d{19,}(?:\.\d+)?(?:[eE][+-]?\d+)?"
+    rb"|(?<![\d.eE+-])-?\d+(?:\.\d+)?[eE][+-]?\d{3,}"
+)
+
+
+def body_timeout_from_env(env: Mapping[str, str]) -> float:
+    """BODY_TIMEOUT_S (seconds, default 10); a malformed value is refused with the fix."""
+    raw = env.get(BODY_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_BODY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 3600:
+        raise ValueError(f"{BODY_TIMEOUT_ENV}={raw!r} is not a number of seconds; use 0.1-3600 or unset it")
+    return value
+
+
+def json_edge_problem(raw: bytes, *, limit: int = MAX_JSON_DEPTH) -> dict[str, str] | None:
+    """`{field, problem}` for JSON no store can hold, else None: arrays and objects nested deeper than
+    `limit`, `NaN` or `Infinity` (not JSON, yet Python's and pydantic's parsers take them), a number that
+    overflows a double (1e400), or an integer outside signed 64 bits. Malformed JSON is the parser's to name.
+
+    Pure and linear: two counts and one search answer nearly every body; strings are blanked with one regex
+    before anything else is read. `field` is the top-level key holding the offending part.
+    """
+    deep = raw.count(b"[") + raw.count(b"{") > limit
+    suspect = b"NaN" in raw or b"Infinity" in raw
+    if not suspect:
+        digits = raw.translate(_DIGITS_AS_ZERO)
+        suspect = b"0" * 19 in digits or any(exp in digits for exp in (b"e000", b"e+000", b"e-000"))
+    if not deep and not suspect:
+        return None
+    import numpy as np  # only bodies with many brackets or suspect numbers get here
+
+    stripped = _STRING.sub(b'""', raw)
+    codes = np.frombuffer(stripped, dtype=np.uint8)
+    steps = np.zeros(256, dtype=np.int32)
+    steps[[ord("["), ord("{")]] = 1
+    steps[[ord("]"), ord("}")]] = -1
+    depth = np.cumsum(steps[codes])
+    found: tuple[int, str] | None = None
+    if deep:
+        over = np.flatnonzero(depth > limit)
+        if over.shape[0]:
+            found = (int(over[0]), f"nested deeper than {limit} levels of arrays and objects; flatten it")
+    if suspect:
+        for match in _NUMBER_SUSPECT.finditer(stripped, 0, len(stripped) if found is None else found[0]):
+            problem = _number_problem(match.group())
+            if problem is not None:
+                found = (match.start(), problem)
+                break
+    if found is None:
+        return None
+    at, problem = found
+    return {"field": _top_level_key(raw, stripped, codes, depth, at), "problem": problem}
+
+
+def _number_problem(token: bytes) -> str | None:
+    if token.lstrip(b"-") in (b"NaN", b"Infinity"):
+        return "NaN and Infinity are not JSON numbers; send a finite number or null"
+    if not any(c in token for c in b".eE"):
+        if abs(int(token)) > _MAX_INT64:
+            return "an integer outside signed 64 bits (±9223372036854775807); send a smaller number"
+        return None
+    if math.isinf(float(token)):
+        return "a number too large for a double; send a smaller number"
+    return None
+
+
+def _top_level_key(raw: bytes, stripped: bytes, codes: Any, depth: Any, at: int) -> str:
+    """The key of the top-level object member that holds position `at` of `stripped`, or "(body)"."""
+    import numpy as np
+
+    if not stripped.lstrip().startswith(b"{"):
+        return "(body)"
+    colons = np.flatnonzero((codes[:at] == ord(":")) & (depth[:at] == 1))
+    if colons.shape[0] == 0:
+        return "(body)"
+    # Strings are `""` in `stripped`: the key before that colon is string number quotes/2 - 1 of `raw`.
+    index = stripped.count(b'"', 0, int(colons[-1])) // 2 - 1
+    if not 0 <= index < _MAX_STRINGS_WALKED:
+        return "(body)"
+    for number, match in enumerate(_STRING.finditer(raw)):
+        if number == index:
+            try:
+                key = json.loads(match.group())
+            except ValueError:
+                return "(body)"
+            return str(key)[:64] or "(body)"
+    return "(body)"
+
+
+def _problem_body(error: str, field: str, problem: str) -> bytes:
+    # Both shapes the components answer with: the OE's `detail` list and the Memory server's `error` code.
+    return json.dumps({"error": error, "detail": [{"field": field, "problem": problem}]}).encode()
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),  # the rest of a late or refused body is not read
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyGuard:
+    """ASGI middleware: the whole body within `timeout_s` (else 408), and JSON at most `max_depth` deep
+    (else 400 naming the field), before the app runs. The body is buffered (up to `buffer_limit`, the
+    largest route cap; a larger one is passed on for the route's own 413) and handed on as one message."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+        max_depth: int = MAX_JSON_DEPTH,
+        buffer_limit: int = MAX_BUFFERED_BODY_BYTES,
+    ) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+        self.max_depth = max_depth
+        self.buffer_limit = buffer_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                while more and size <= self.buffer_limit:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return  # the client left; nobody to answer
+                    chunk = message.get("body", b"")
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    more = bool(message.get("more_body", False))
+        except TimeoutError:
+            problem = f"the request body did not arrive within {self.timeout_s:g} s; send it whole"
+            await _send_json(send, 408, _problem_body("body_timeout", "(body)", problem))
+            return
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not more:
+            nesting = json_edge_problem(body, limit=self.max_depth)
+            if nesting is not None:
+                error = _problem_body("invalid_request", nesting["field"], nesting["problem"])
+                await _send_json(send, 400, error)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+
+        await self.app(scope, replay, send)

@@ -8,7 +8,7 @@ Requests ignore unknown fields (a newer peer may send more); answers are built o
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,6 +46,17 @@ INVALID_RESULT = "invalid_result"
 OUTCOME_UNKNOWN = "outcome_unknown"
 
 _ID = Field(min_length=1, max_length=256)
+
+# Integer ranges at the edge (issue 27): every number a route takes fits what the stores hold (SQLite and
+# BSON integers are signed 64-bit; a Python int past that is an OverflowError deep in a driver, a 500).
+# Tighter where the value has a meaning: no execution takes two billion steps, no deadline is past 9999.
+MAX_STEP = 2**31 - 1
+MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+MAX_DURATION_MS = 1e12  # about 31 years
+MAX_INT64 = 2**63 - 1
+Step = Annotated[int, Field(ge=1, le=MAX_STEP)]
+OptionalStep = Annotated[int, Field(ge=0, le=MAX_STEP)]
+DurationMs = Annotated[float, Field(ge=0, le=MAX_DURATION_MS, allow_inf_nan=False)]
 
 
 class Request(BaseModel):
@@ -95,7 +106,7 @@ class CallError(BaseModel):
 
     category: str = Field(min_length=1, max_length=128)
     explanation: str = Field(default="", max_length=16_384)
-    status_code: int | None = None
+    status_code: int | None = Field(default=None, ge=0, le=999)
 
 
 # OE -> AER ------------------------------------------------------------------------------------------------
@@ -105,7 +116,7 @@ class SuspendReply(BaseModel):
     """The human's answer to an agent-level `app.suspend` at `step`, handed to a resumed run up front: agent
     code calls `app.suspend` synchronously, so its replayed answer cannot wait for a round trip."""
 
-    step: int = Field(ge=1)
+    step: Step
     reason: str
     payload: Any = None
     decision: Literal["approved", "rejected"]
@@ -144,7 +155,7 @@ class ToolExecuteRequest(Request):
     """`POST /tool/execute`: one intercepted call. An LLM call has `tool == "invoke_llm"` and `messages`."""
 
     execution_id: str = _ID
-    step: int = Field(ge=1)
+    step: Step
     tool: str = Field(min_length=1, max_length=256)
     args: dict[str, Any] = Field(default_factory=dict)
     llm_id: str | None = Field(default=None, max_length=256)
@@ -184,11 +195,11 @@ class ToolResultRequest(Request):
     """`POST /tool/result`: the outcome of a local tool the AER ran after `route_to: "callback"`."""
 
     execution_id: str = _ID
-    step: int = Field(ge=1)
+    step: Step
     status: CallStatus
     result: Any = None
     error: CallError | None = None
-    duration_ms: float | None = None
+    duration_ms: DurationMs | None = None
 
 
 class ExecutorCallback(Request):
@@ -210,7 +221,7 @@ class ToolPodExecuteRequest(Request):
     tool: str = Field(min_length=1, max_length=256)
     arguments: dict[str, Any] = Field(default_factory=dict)
     execution_id: str | None = Field(default=None, max_length=256)
-    step: int | None = Field(default=None, ge=0)
+    step: OptionalStep | None = None
 
 
 class InvokeLLMRequest(Request):
@@ -222,7 +233,7 @@ class InvokeLLMRequest(Request):
     options: dict[str, Any] | None = None
     stream: bool = False
     execution_id: str | None = Field(default=None, max_length=256)
-    step: int | None = Field(default=None, ge=0)
+    step: OptionalStep | None = None
 
 
 class CallOutcome(BaseModel):
@@ -294,7 +305,7 @@ class DrainRequest(Request):
     request_id: str = _ID
     execution_id: str = _ID
     reason: str = Field(default="", max_length=1024)
-    deadline_at_ms: int = Field(ge=0)
+    deadline_at_ms: int = Field(ge=0, le=MAX_EPOCH_MS)
     workspace_id: str | None = Field(default=None, max_length=256)
 
 
@@ -311,7 +322,7 @@ class InterruptCallRequest(Request):
     """`POST /interrupt/call`: stop the one call at `step_number` (the key is `step_number`, not `step`)."""
 
     execution_id: str = _ID
-    step_number: int = Field(ge=0)
+    step_number: int = Field(ge=0, le=MAX_STEP)
     workspace_id: str | None = Field(default=None, max_length=256)
     request_id: str | None = Field(default=None, max_length=256)  # accepted and ignored (IC-02)
 
