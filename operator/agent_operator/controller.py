@@ -49,7 +49,7 @@ from agent_operator.models import API_VERSION, Agent, Connector
 from agent_operator.publisher import RegistrationPublisher
 from agent_operator.reader import ABSENT, InputReader, WatchedVersion
 from agent_operator.reconcile import plan_agent, summarize_connector
-from agent_operator.render import AGENT_LABEL, MANAGED_BY, ROLE_LABEL, token_secret_name
+from agent_operator.render import AGENT_LABEL, ROLE_LABEL, token_secret_name
 from agent_operator.settings import OperatorSettings
 from agent_operator.shared import SHARED_LABEL
 from agent_operator.status import (
@@ -62,7 +62,7 @@ from agent_operator.status import (
 )
 from agent_operator.status_writer import StatusWriter
 from agent_operator.watches import Change
-from agent_operator.writer import AgentKey, ApplyError, ChildWriter, MemoKey, Superseded
+from agent_operator.writer import AgentKey, ApplyError, ChildWriter, MemoKey, NameTaken, Superseded
 
 log = logging.getLogger("agent_operator")
 
@@ -266,9 +266,21 @@ class Operator:
             )
             return [k for k in users if self._live_agent(k)], []
         labels = change.labels
-        if change.deleted and labels.get(ROLE_LABEL) == "runtime-token":
-            key = (ns, labels.get(AGENT_LABEL, ""))
-            if labels.get("app.kubernetes.io/managed-by") == MANAGED_BY and self._live_agent(key):
+        if change.kind == "Secret" and ns == self.settings.render.registration_namespace:
+            # A registration changed or deleted by someone else: republished now, not at the next resync.
+            key = self.registrations.registration_changed(
+                name, change.resource_version, deleted=change.deleted
+            )
+            if key is not None and self._live_agent(key):
+                log.warning(
+                    "registration changed outside the operator; republishing",
+                    extra={"agent": key[1], "namespace": key[0], "deleted": change.deleted},
+                )
+                return [key], []
+        if change.deleted and name.endswith("-runtime-token"):
+            # Ours (by its labels), or one that held our name (a foreign token Secret deleted): create ours.
+            key = (ns, name.removesuffix("-runtime-token"))
+            if self._live_agent(key):
                 self.writer.child_deleted((ns, "v1", "Secret", name), labels=labels)
                 return [key], []
         if labels.get(ROLE_LABEL) == "runtime-token" and not change.deleted:
@@ -307,7 +319,7 @@ class Operator:
                 return True  # an Agent being deleted gets no writes: the garbage collector does the rest
             writes_before = self.api.writes
             try:
-                await self._reconcile_agent(key, body)
+                settled = await self._reconcile_agent(key, body)
             except Superseded:
                 return True
             except asyncio.CancelledError:
@@ -316,6 +328,8 @@ class Operator:
                 await self._report_failure("agent", key, exc)
                 return False
             self.failures.pop(("agent", key), None)
+            if not settled:
+                return False  # said in a condition; tried again with backoff (the name may come free)
             self.reconciled.add(key)
             # Concurrent reconciles share the counter: exact only while one Agent reconciles at a time.
             log.info(
@@ -324,8 +338,11 @@ class Operator:
             )
             return True
 
-    async def _reconcile_agent(self, key: AgentKey, body: dict[str, Any]) -> None:
+    async def _reconcile_agent(self, key: AgentKey, body: dict[str, Any]) -> bool:
+        """False when a child's name is held by an object the operator may not take (a condition says so):
+        nothing watched tells when it comes free, so the reconcile is retried."""
         agent = Agent.from_body(body)
+        settled = True
         uid = agent.meta.uid
 
         def current() -> bool:
@@ -341,24 +358,41 @@ class Operator:
                 "agent input refused", extra={"agent": key[1], "namespace": key[0], "reason": problem.reason}
             )
         else:
-            repairs = await self.writer.apply(key, plan.objects, current=current)
-            self.collect_soon(key[0])  # when this rendering dropped a shared object (a new bundle)
-            # After the children: the runtime token the registration carries exists by now.
-            registration = await self.registrations.publish(agent, known_token=self._known_token(key))
-            self.outcomes[key] = replace(Outcome.from_plan(plan), registration=registration or "")
-            for repair in repairs:
+            try:
+                repairs = await self.writer.apply(key, plan.objects, current=current)
+            except NameTaken as taken:
+                self.outcomes[key] = Outcome(problem=InputProblem(reason=taken.reason, message=taken.message))
                 log.warning(
-                    "child repaired",
-                    extra={"agent": key[1], "namespace": key[0], "object": f"{repair.kind}/{repair.name}",
-                           "paths": list(repair.paths[:10])},
-                )  # fmt: skip
-                await self.events.post(body, kind="Agent", reason="ChildRepaired", message=repair.describe())
+                    "agent child name taken",
+                    extra={"agent": key[1], "namespace": key[0], "reason": taken.reason},
+                )
+                settled = False
+                repairs = None
+            if repairs is not None:
+                self.collect_soon(key[0])  # when this rendering dropped a shared object (a new bundle)
+                # After the children: the runtime token the registration carries exists by now.
+                registration = await self.registrations.publish(agent, known_token=self._known_token(key))
+                self.outcomes[key] = replace(Outcome.from_plan(plan), registration=registration or "")
+                for repair in repairs:
+                    log.warning(
+                        "child repaired",
+                        extra={"agent": key[1], "namespace": key[0], "object": f"{repair.kind}/{repair.name}",
+                               "paths": list(repair.paths[:10]), "reason": repair.reason},
+                    )  # fmt: skip
+                    await self.events.post(
+                        body,
+                        kind="Agent",
+                        reason=repair.reason,
+                        message=repair.describe(),
+                        type_=repair.type_,
+                    )
         if not current():
-            return
+            return True
         if self.outcomes[key].problem is None:
             self._status_soon(key)
         else:  # bad input: say so at once
             await self._write_status(key)
+        return settled
 
     def _known_token(self, key: AgentKey) -> tuple[str, str] | None:
         """The token as created or listed, unless the metadata watch has seen its Secret change since."""

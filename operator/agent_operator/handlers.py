@@ -30,6 +30,7 @@ from agent_operator.render import MANAGED_BY
 from agent_operator.settings import OperatorSettings
 from agent_operator.watches import Change, MetadataWatch, ObjectWatch
 from agent_operator.writer import AgentKey
+from agent_runtime.oe.registration import REGISTRATION_LABEL
 
 log = logging.getLogger("agent_operator")
 
@@ -97,6 +98,22 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         for ns in (config.namespaces or (None,))
     }
     op = Operator(api, config, watched_version=functools.partial(_watched_version, watches))
+    # The registrations' namespace, when no Secret watch above covers it: a registration edited or deleted
+    # by hand is put back when it happens (issue 43), not at the next resync.
+    where = config.render.registration_namespace
+    registrations = (
+        [
+            MetadataWatch(
+                api,
+                kind="Secret",
+                namespace=where,
+                on_change=_on_referenced_change,
+                label_selector=f"{REGISTRATION_LABEL}=true",
+            )
+        ]
+        if config.namespaces and where not in config.namespaces
+        else []
+    )
     _state.update(operator=op, retries={}, generations={}, tasks=set())
     children = [
         ObjectWatch(
@@ -112,9 +129,9 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     ]
     children_listed = asyncio.Event()
     op.writer.follow(frozenset(kind for _, kind in CHILD_KINDS), children_listed)
-    _state["background"] = [asyncio.create_task(w.run()) for w in [*watches.values(), *children]] + [
-        asyncio.create_task(_all_listed(children, children_listed))
-    ]
+    _state["background"] = [
+        asyncio.create_task(w.run()) for w in [*watches.values(), *registrations, *children]
+    ] + [asyncio.create_task(_all_listed(children, children_listed))]
     if config.resync_seconds > 0:
         _state["background"].append(asyncio.create_task(_resync_loop(op, config.resync_seconds)))
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 AgentKey = tuple[str, str]
 KnownToken = tuple[str, str]  # the token Secret's resourceVersion, the token
+_WRITING = "writing"  # the resourceVersion of a registration while our write of it is on its way
 
 
 class RegistrationPublisher:
@@ -42,6 +43,22 @@ class RegistrationPublisher:
         # Registrations in place (name -> data and labels) from one LIST; None: not listed (or refused).
         self._live: dict[str, dict[str, Any]] | None = None
         self._list_lock = asyncio.Lock()
+        # Each registration's Agent and the resourceVersion it has as we wrote or listed it: a watch event
+        # with another one is someone else's edit (or deletion), repaired at once (registration_changed).
+        self._agents: dict[str, AgentKey] = {}
+        self._versions: dict[str, str] = {}
+
+    def registration_changed(self, name: str, resource_version: str, *, deleted: bool) -> AgentKey | None:
+        """A Secret in the registrations' namespace changed: the Agent whose registration it is, when the
+        change is not our own write (its next publish writes it again); else None."""
+        key = self._agents.get(name)
+        if key is None or (not deleted and self._versions.get(name) in (resource_version, _WRITING)):
+            return None  # not a registration of ours, or our own write (its answer may come after the event)
+        self._published.pop(key, None)
+        self._versions.pop(name, None)
+        if self._live is not None:
+            self._live.pop(name, None)  # absent as far as publish knows: written again
+        return key
 
     def token_changed(self, key: AgentKey, resource_version: str) -> bool:
         """Whether the Agent's token Secret changed since its registration was last published."""
@@ -52,6 +69,7 @@ class RegistrationPublisher:
         """Forget what was written (a resync re-checks every registration against the server)."""
         self._published.clear()
         self._live = None
+        self._versions.clear()
 
     async def publish(self, agent: Agent, *, known_token: KnownToken | None = None) -> str | None:
         """Write the Agent's registration; None when it is in place, else why it is not (for a condition).
@@ -71,6 +89,7 @@ class RegistrationPublisher:
         name = manifest["metadata"]["name"]
         path = object_path("v1", "Secret", self._settings.registration_namespace, name)
         problem: str | None = None
+        self._agents[name] = key
         try:
             live = await self._in_place(path, name)
             if (
@@ -78,10 +97,18 @@ class RegistrationPublisher:
                 or (live.get("data") or {}) != manifest["data"]
                 or _labels(live) != _labels(manifest)
             ):
-                await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
+                self._versions[name] = _WRITING
+                try:
+                    written = await self._api.apply(path, manifest, field_manager=FIELD_MANAGER)
+                except BaseException:
+                    self._versions.pop(name, None)
+                    raise
+                self._versions[name] = _version(written)
                 if self._live is not None:
                     self._live[name] = _compared(manifest)
                 log.info("registration published", extra={"agent": key[1], "namespace": key[0]})
+            elif name not in self._versions and (version := _version(live)):
+                self._versions[name] = version
         except ApiUnreachable:
             raise  # an outage: the reconcile is retried, nothing is remembered
         except ApiError as exc:
@@ -103,6 +130,8 @@ class RegistrationPublisher:
                     items = None
                 if items is not None:  # only what is compared: a thousand whole Secrets are megabytes
                     self._live = {item["metadata"]["name"]: _compared(item) for item in items}
+                    for item in items:
+                        self._versions[item["metadata"]["name"]] = _version(item)
         if self._live is not None:
             return self._live.get(name)
         return await self._api.get(path)
@@ -112,6 +141,8 @@ class RegistrationPublisher:
         known = self._published.pop(key, None)
         self._token_versions.pop(key, None)
         name = registration_secret_name(*key)
+        self._agents.pop(name, None)
+        self._versions.pop(name, None)
         if self._live is not None:
             self._live.pop(name, None)
         path = object_path("v1", "Secret", self._settings.registration_namespace, name)
@@ -152,6 +183,10 @@ class RegistrationPublisher:
 def _compared(obj: dict[str, Any]) -> dict[str, Any]:
     """What `publish` compares of a registration: its data and labels."""
     return {"data": obj.get("data") or {}, "metadata": {"labels": _labels(obj)}}
+
+
+def _version(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion", ""))
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:

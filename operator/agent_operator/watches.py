@@ -130,8 +130,20 @@ class MetadataWatch(_Follow):
 
     metadata_only = True
 
-    def __init__(self, api: KubeApi, *, kind: str, namespace: str | None, on_change: OnChange) -> None:
-        super().__init__(api, path=collection_path("v1", kind, namespace), kind=kind)
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        kind: str,
+        namespace: str | None,
+        on_change: OnChange,
+        label_selector: str | None = None,
+    ) -> None:
+        # With a selector, an object whose labels stop matching is reported as deleted (the API server's
+        # watch says so), which is what it is to a reader that selects by them.
+        super().__init__(
+            api, path=collection_path("v1", kind, namespace), kind=kind, label_selector=label_selector
+        )
         self.on_change = on_change
 
     async def _seen(self, event: str | None, obj: dict[str, Any]) -> None:

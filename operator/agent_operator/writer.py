@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_operator.adoption import claim, controller_of, name_taken_message
 from agent_operator.bundle import bundle_stem, bundle_tampering
 from agent_operator.drift import SERVER_DEFAULTED, drift, fingerprint, generation_key, projection
 from agent_operator.kube import ApiError, KubeApi, object_path
@@ -45,6 +46,7 @@ from agent_operator.settings import FIELD_MANAGER
 from agent_operator.shared import SHARED_LABEL, garbage, held_by_workloads
 from agent_operator.status import DeploymentState
 from agent_runtime import contract
+from agent_runtime.oe.registration import REGISTRATION_LABEL
 
 log = logging.getLogger("agent_operator")
 
@@ -84,15 +86,30 @@ class Superseded(Exception):
     """The Agent was deleted (or replaced) while its reconcile ran: stop writing."""
 
 
+class NameTaken(Exception):
+    """A child's name is held by an object the operator may not take: nothing of the Agent is applied."""
+
+    def __init__(self, message: str, *, reason: str = "NameTaken") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 @dataclass(frozen=True)
 class Repair:
-    """A child put back after a change made outside the operator (paths only, never values)."""
+    """A child put back after a change made outside the operator (paths only, never values), or taken over
+    (`reason`, `message`: an orphaned or foreign token Secret given a fresh token)."""
 
     kind: str
     name: str
     paths: tuple[str, ...]
+    reason: str = "ChildRepaired"
+    message: str = ""
+    type_: str = "Warning"
 
     def describe(self) -> str:
+        if self.message:
+            return self.message
         shown = ", ".join(self.paths[:5]) + (" ..." if len(self.paths) > 5 else "")
         return f"{self.kind} {self.name}: reverted a change made outside the operator ({shown})"
 
@@ -116,6 +133,9 @@ class ChildWriter:
         self.deployments: dict[AgentKey, dict[str, DeploymentState]] = {}
         # Each Agent's runtime token as created or listed here: (resourceVersion, token); never logged.
         self.tokens: dict[AgentKey, tuple[str, str]] = {}
+        # The uid of the Agent controlling each token Secret as listed ("" for none): only a Secret its own
+        # Agent controls is used as it is (one made by someone else, or orphaned, gets a fresh token).
+        self.token_owners: dict[MemoKey, str] = {}
         self._primed: set[str] = set()
         self._prime_locks: dict[str, asyncio.Lock] = {}
         # Kinds whose first listing the child watches do (calling `learn`), and when it is complete.
@@ -129,6 +149,7 @@ class ChildWriter:
         for memo in self.owned.pop(key, set()):
             for store in (self.applied, self.verified, self.generations, self.suspect, self.bundle_versions):
                 store.pop(memo, None)
+            self.token_owners.pop(memo, None)
         self.deployments.pop(key, None)
         self.tokens.pop(key, None)
         self._use(key, set())
@@ -143,6 +164,7 @@ class ChildWriter:
             self.suspect,
             self.bundle_versions,
             self.owned,
+            self.token_owners,
         ):
             store.clear()
         self.shared_live.clear()
@@ -219,6 +241,10 @@ class ChildWriter:
     def _learn(self, ns: str, api_version: str, kind: str, item: dict[str, Any], *, listed: bool) -> None:
         meta = item["metadata"]
         labels = meta.get("labels") or {}
+        if labels.get(REGISTRATION_LABEL) == "true":
+            # An OE registration (publisher.py), in an Agent namespace when the OE runs there: labelled with
+            # the Agent's name, yet no child of it. Taken for one, it was deleted as unwanted (issue 43).
+            return
         agent = labels.get(AGENT_LABEL, "")
         role = labels.get(ROLE_LABEL)
         memo = (ns, api_version, kind, meta["name"])
@@ -230,7 +256,11 @@ class ChildWriter:
             self.applied[memo] = CREATED
             if role == "bundle":
                 self.bundle_versions[memo] = meta.get("resourceVersion", "")
-            elif token := (item.get("data") or {}).get(contract.TOKEN_SECRET_KEY):
+                return
+            owner = controller_of(meta)
+            owner_uid = owner.get("uid", "") if owner is not None and owner.get("kind") == "Agent" else ""
+            self.token_owners[memo] = owner_uid
+            if owner_uid and (token := (item.get("data") or {}).get(contract.TOKEN_SECRET_KEY)):
                 self.tokens[(ns, agent)] = (meta.get("resourceVersion", ""), base64.b64decode(token).decode())
             return
         self.applied[memo] = (meta.get("annotations") or {}).get(APPLIED_HASH, "")
@@ -275,8 +305,11 @@ class ChildWriter:
         for store in (self.applied, self.verified, self.generations, self.suspect, self.bundle_versions):
             store.pop(memo, None)
         self.shared_live.get(memo[0], set()).discard(memo)
-        if labels.get(ROLE_LABEL) == "runtime-token":
-            self.tokens.pop((memo[0], labels.get(AGENT_LABEL, "")), None)
+        if labels.get(ROLE_LABEL) == "runtime-token" or memo[3].endswith("-runtime-token"):
+            self.tokens.pop(
+                (memo[0], labels.get(AGENT_LABEL) or memo[3].removesuffix("-runtime-token")), None
+            )
+            self.token_owners.pop(memo, None)
         component = labels.get(COMPONENT_LABEL)
         if memo[2] == "Deployment" and component in COMPONENTS:
             self.deployments.get((memo[0], labels.get(AGENT_LABEL, "")), {}).pop(component, None)
@@ -297,7 +330,7 @@ class ChildWriter:
         # Before any await: from here on, garbage collection sees these shared objects as in use.
         self._use(key, {(ns, *d.key) for d in objects if d.shared})
         await self.prime(ns)
-        repairs: list[Repair] = []
+        repairs = await self._claim_names(key, objects, current=current)
         for stage in (
             [d for d in objects if d.manifest["kind"] != "Deployment"],
             [d for d in objects if d.manifest["kind"] == "Deployment"],
@@ -311,6 +344,108 @@ class ChildWriter:
                 repairs += result
         await self._delete_unwanted(key, objects, current=current)
         return repairs
+
+    async def _claim_names(
+        self, key: AgentKey, objects: Sequence[Desired], *, current: Callable[[], bool]
+    ) -> list[Repair]:
+        """Before any write: every own child this process does not know as the Agent's is read (one GET
+        each, only for children never seen: a new Agent, one re-created, a token Secret not controlled by
+        this Agent). One another owner holds stops everything (NameTaken); an orphan is adopted; a token
+        Secret its Agent does not control gets a fresh token, so its author's token is never used."""
+        ns = key[0]
+        unknown = [d for d in objects if not d.shared and self._unknown((ns, *d.key), d)]
+        if not unknown:
+            return []
+        lives = await asyncio.gather(*(self.api.get(object_path(*_split(ns, d))) for d in unknown))
+        holders: list[str] = []
+        tokens: list[tuple[Desired, dict[str, Any], bool]] = []
+        for desired, live in zip(unknown, lives, strict=True):
+            if live is None:
+                continue
+            kind, uid = desired.manifest["kind"], _owner_uid(desired.manifest)
+            verdict = claim(live, kind=kind, agent=key[1], agent_uid=uid)
+            if desired.generate_token:
+                if verdict.verdict == "taken":
+                    holders.append(verdict.holder)
+                elif verdict.verdict == "ours":
+                    self._learn(ns, "v1", kind, live, listed=True)
+                else:  # orphaned, or made by someone else: a fresh token, never theirs
+                    tokens.append((desired, live, verdict.verdict == "foreign"))
+            elif verdict.verdict in ("taken", "foreign"):
+                holders.append(verdict.holder)
+            else:  # ours, or an orphan: checked against the rendering (its owner put back) like a listed one
+                self._learn(ns, *desired.key[:2], live, listed=True)
+        if holders:
+            raise NameTaken(name_taken_message(holders))
+        repairs: list[Repair] = []
+        for desired, live, foreign in tokens:
+            repairs.append(await self._take_token(key, desired, live, foreign=foreign, current=current))
+        return repairs
+
+    def _unknown(self, memo: MemoKey, desired: Desired) -> bool:
+        if desired.generate_token:
+            return self.applied.get(memo) != CREATED or self.token_owners.get(memo) != _owner_uid(
+                desired.manifest
+            )
+        return memo not in self.applied
+
+    async def _take_token(
+        self,
+        key: AgentKey,
+        desired: Desired,
+        live: dict[str, Any],
+        *,
+        foreign: bool,
+        current: Callable[[], bool],
+    ) -> Repair:
+        """Replace a token Secret this Agent does not control with the rendering and a fresh token."""
+        ns, (api_version, kind, name) = key[0], desired.key
+        meta = live.get("metadata") or {}
+        body = {
+            **desired.manifest,
+            "metadata": {**desired.manifest["metadata"], "resourceVersion": meta.get("resourceVersion")},
+            "stringData": {contract.TOKEN_SECRET_KEY: secrets.token_urlsafe(32)},
+        }
+        _check(current)
+        try:
+            result = await self.api.update(
+                object_path(api_version, kind, ns, name), body, field_manager=FIELD_MANAGER
+            )
+        except ApiError as exc:
+            if exc.status in (401, 403, 422):  # not allowed, or a type that cannot change
+                raise NameTaken(
+                    f"Secret {name} exists and was not made for this Agent by the operator; its token is not "
+                    f"used, and the operator may not replace it (HTTP {exc.status}): delete it, and the "
+                    "operator creates its own",
+                    reason="TokenSecretForeign",
+                ) from exc
+            raise ApplyError(verb="replace", kind=kind, name=name, error=exc) from exc
+        self._learn(ns, api_version, kind, result, listed=False)
+        self.owned.setdefault(key, set()).add((ns, api_version, kind, name))
+        if foreign:
+            log.warning(
+                "foreign runtime token Secret replaced",
+                extra={"namespace": ns, "secret": name, "agent": key[1]},
+            )
+            return Repair(
+                kind,
+                name,
+                ("data",),
+                reason="TokenSecretReplaced",
+                message=f"Secret {name} existed before this Agent and was not made by the operator "
+                "(no owner, not its labels): its token was never used; the operator wrote a fresh token "
+                "and owns it now",
+            )
+        log.info("orphaned runtime token Secret adopted", extra={"namespace": ns, "secret": name})
+        return Repair(
+            kind,
+            name,
+            ("metadata.ownerReferences", "data"),
+            reason="TokenSecretAdopted",
+            message=f"Secret {name} had lost its owner (an Agent deleted with --cascade=orphan): adopted, "
+            "with a fresh token (the runtimes accept the previous one for their grace period)",
+            type_="Normal",
+        )
 
     async def _converge_one(
         self, key: AgentKey, desired: Desired, *, current: Callable[[], bool]
@@ -356,7 +491,20 @@ class ChildWriter:
         try:
             result = await self.api.apply(path, manifest, field_manager=FIELD_MANAGER)
         except ApiError as exc:
-            raise ApplyError(verb="apply", kind=kind, name=name, error=exc) from exc
+            # Merged with fields another manager set, the rendering can make an invalid object (our
+            # allowPrivilegeEscalation: false beside a hand-set privileged: true): replace it whole.
+            live = await self.api.get(path) if exc.status == 422 and memo in self.applied else None
+            if live is None:
+                raise ApplyError(verb="apply", kind=kind, name=name, error=exc) from exc
+            log.warning(
+                "server-side apply refused over a hand edit; replacing the object",
+                extra={"object": f"{kind}/{name}", "error": exc.message[:300]},
+            )
+            result = await self._replace(memo, manifest, live, current=current)
+            left = drift(manifest, projection(live)) or ["spec"]
+            self._learn(ns, api_version, kind, result, listed=False)
+            self._verified(memo, result)
+            return left
         left = drift(manifest, projection(result))
         if left:
             result = await self._replace(memo, manifest, result, current=current)
@@ -401,6 +549,9 @@ class ChildWriter:
         try:
             created = await self.api.create(collection, body, field_manager=FIELD_MANAGER)
             repairs: list[Repair] = []
+            if created is None and desired.generate_token:
+                # Made by someone between our read and this create: judged by the next attempt's read.
+                raise ApplyError(verb="create", kind=kind, name=name, error=ApiError(409, "already exists"))
             if created is None and kind == "ConfigMap":
                 existing = await self.api.get(object_path(api_version, kind, ns, name))
                 if existing is not None and (existing.get("data") or {}) != desired.manifest.get("data"):
@@ -518,6 +669,16 @@ class ChildWriter:
                 await self.api.delete(object_path("v1", "ConfigMap", ns, name))
                 self._forget_shared(memo)
         return []
+
+
+def _split(ns: str, desired: Desired) -> tuple[str, str, str, str]:
+    api_version, kind, name = desired.key
+    return api_version, kind, ns, name
+
+
+def _owner_uid(manifest: Mapping[str, Any]) -> str:
+    owners = (manifest.get("metadata") or {}).get("ownerReferences") or [{}]
+    return str(owners[0].get("uid", ""))
 
 
 def _packed(live: Mapping[str, Any]) -> bytes:
