@@ -1,0 +1,363 @@
+"""The chart's rendered objects (issue 43's linter findings, issue 27's OE NetworkPolicy): `helm template`
+with the cached helm, then assertions on what the API server would be given."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent_operator.render import AGENT_LABEL, COMPONENT_LABEL, labels
+from agent_runtime import contract
+from tests.cluster.controlplane import cache_root, pinned_versions
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "agent-engine"
+NS = "ae-sys"
+REGISTRATIONS = f"{NS}-registrations"
+DIGEST = "sha256:" + "ab" * 32
+MONGO = {"oe.store.type": "mongodb", "oe.store.mongodb.uriSecret.name": "oe-mongo"}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    path = cache_root() / f"k8s-{pinned_versions()['K8S_VERSION']}" / "bin" / "helm"
+    if not path.exists():
+        pytest.skip(f"no helm at {path}: run `make cluster-bins`")
+    return path
+
+
+def _run(helm: Path, values: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    args = [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+    return subprocess.run(
+        [str(helm), "template", "agent-engine", str(CHART), "--namespace", NS, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def render(helm: Path, **values: str) -> list[dict[str, Any]]:
+    proc = _run(helm, {k.replace("__", "."): v for k, v in values.items()})
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def refused(helm: Path, values: Mapping[str, str]) -> str:
+    proc = _run(helm, values)
+    assert proc.returncode != 0, f"{values} rendered"
+    return proc.stderr
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name, [(d["kind"], d["metadata"]["name"]) for d in docs])
+    return found[0]
+
+
+def matches(selector: Mapping[str, Any], pod_labels: Mapping[str, str]) -> bool:
+    """A LabelSelector's meaning (matchLabels and the In/NotIn/Exists/DoesNotExist expressions)."""
+    if any(pod_labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        ok = {
+            "In": key in pod_labels and pod_labels[key] in values,
+            "NotIn": pod_labels.get(key) not in values,
+            "Exists": key in pod_labels,
+            "DoesNotExist": key not in pod_labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+OPERATOR = "agent-engine-operator"
+OE = "agent-engine-oe"
+
+
+def pod(deployment: dict[str, Any]) -> dict[str, Any]:
+    return deployment["spec"]["template"]["spec"]
+
+
+# -- readiness, rollout, /tmp ----------------------------------------------------------------------------
+
+
+def test_the_operator_is_ready_only_when_its_health_endpoint_answers_and_a_rollout_waits_for_it(
+    helm: Path,
+) -> None:
+    deployment = one(render(helm), "Deployment", OPERATOR)
+    container = pod(deployment)["containers"][0]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # The probe reaches the endpoint the operator serves in a pod (loopback would fail every probe).
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AGENT_OPERATOR_LIVENESS"].endswith(":8080/healthz")
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080}
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert deployment["spec"]["minReadySeconds"] >= 5
+
+
+def test_tmp_is_bounded_in_the_operator_and_oe_pods(helm: Path) -> None:
+    for docs, limit in (
+        (render(helm), "64Mi"),
+        (render(helm, operator__tmpSizeLimit="32Mi", oe__tmpSizeLimit="32Mi"), "32Mi"),
+    ):
+        for name in (OPERATOR, OE):
+            volumes = {v["name"]: v for v in pod(one(docs, "Deployment", name))["volumes"]}
+            assert volumes["tmp"]["emptyDir"] == {"sizeLimit": limit}, name
+    assert "/oe/tmpSizeLimit" in refused(helm, {"oe.tmpSizeLimit": "lots"})
+
+
+# -- disruption budgets and spread ------------------------------------------------------------------------
+
+
+def test_one_replica_gets_no_budget_and_no_spread(helm: Path) -> None:
+    docs = render(helm)
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    for name in (OPERATOR, OE):
+        assert "topologySpreadConstraints" not in pod(one(docs, "Deployment", name))
+
+
+@pytest.mark.parametrize("name", [OPERATOR, OE])
+def test_several_replicas_get_a_budget_and_a_spread_over_their_own_pods(helm: Path, name: str) -> None:
+    docs = render(
+        helm, operator__replicas="3", oe__replicas="2", **{k.replace(".", "__"): v for k, v in MONGO.items()}
+    )
+    deployment = one(docs, "Deployment", name)
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    budget = one(docs, "PodDisruptionBudget", name)
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert matches(budget["spec"]["selector"], pod_labels)
+    # Its selector picks this component's pods only, not the other one's.
+    other = one(docs, "Deployment", OE if name == OPERATOR else OPERATOR)
+    assert not matches(budget["spec"]["selector"], other["spec"]["template"]["metadata"]["labels"])
+    (spread,) = pod(deployment)["topologySpreadConstraints"]
+    assert (
+        spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    )
+    assert matches(spread["labelSelector"], pod_labels)
+
+
+def test_a_spread_value_replaces_the_default_and_a_budget_takes_min_available(helm: Path) -> None:
+    docs = render(
+        helm,
+        operator__replicas="2",
+        operator__podDisruptionBudget__maxUnavailable="null",
+        operator__podDisruptionBudget__minAvailable="1",
+        **{
+            "operator__topologySpreadConstraints[0]__maxSkew": "1",
+            "operator__topologySpreadConstraints[0]__topologyKey": "topology.kubernetes.io/zone",
+            "operator__topologySpreadConstraints[0]__whenUnsatisfiable": "DoNotSchedule",
+        },
+    )
+    assert one(docs, "PodDisruptionBudget", OPERATOR)["spec"] | {"selector": None} == {
+        "minAvailable": 1,
+        "selector": None,
+    }
+    (spread,) = pod(one(docs, "Deployment", OPERATOR))["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+
+
+# -- images ------------------------------------------------------------------------------------------------
+
+
+def test_the_oe_takes_the_runtime_image_pull_policy_not_the_operators(helm: Path) -> None:
+    docs = render(helm, image__operator__pullPolicy="Never", image__runtime__pullPolicy="Always")
+    assert pod(one(docs, "Deployment", OPERATOR))["containers"][0]["imagePullPolicy"] == "Never"
+    assert pod(one(docs, "Deployment", OE))["containers"][0]["imagePullPolicy"] == "Always"
+
+
+def test_images_pinned_by_digest_field_or_in_the_repository(helm: Path) -> None:
+    docs = render(helm, image__operator__digest=DIGEST, image__runtime__repository=f"reg.example/rt@{DIGEST}")
+    assert (
+        pod(one(docs, "Deployment", OPERATOR))["containers"][0]["image"] == f"agent-engine/operator@{DIGEST}"
+    )
+    oe_image = pod(one(docs, "Deployment", OE))["containers"][0]["image"]
+    assert oe_image == f"reg.example/rt@{DIGEST}"
+    # Agents that name no image run the pinned one too.
+    env = {e["name"]: e.get("value") for e in pod(one(docs, "Deployment", OPERATOR))["containers"][0]["env"]}
+    assert env["AGENT_OPERATOR_DEFAULT_IMAGE"] == oe_image
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"image.operator.digest": "sha256:xyz"}, "/image/operator/digest"),
+        ({"image.runtime.digest": "md5:" + "a" * 32}, "/image/runtime/digest"),
+        ({"image.runtime.repository": "reg.example/rt@sha256:short"}, "/image/runtime/repository"),
+        ({"image.runtime.pullPolicy": "Sometimes"}, "/image/runtime/pullPolicy"),
+    ],
+)
+def test_a_bad_digest_or_pull_policy_is_refused_naming_the_field(
+    helm: Path, values: dict, named: str
+) -> None:
+    assert named in refused(helm, values)
+
+
+# -- Secrets RBAC -------------------------------------------------------------------------------------------
+
+
+def _grants(docs: list[dict[str, Any]], *, subject: str) -> list[tuple[str, str, set[str]]]:
+    """(namespace or '*', resource, verbs) for every rule bound to the ServiceAccount `subject`."""
+    roles = {
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole")
+    }
+    out = []
+    for binding in docs:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == subject for s in binding["subjects"]):
+            continue
+        ns = binding["metadata"].get("namespace")
+        ref = binding["roleRef"]
+        role = roles[(ref["kind"], ns if ref["kind"] == "Role" else None, ref["name"])]
+        for rule in role["rules"]:
+            for resource in rule["resources"]:
+                out.append((ns or "*", resource, set(rule["verbs"])))
+    return out
+
+
+def test_the_oe_reads_secrets_only_in_the_registrations_namespace_where_the_operator_publishes(
+    helm: Path,
+) -> None:
+    docs = render(helm)
+    namespace = one(docs, "Namespace", REGISTRATIONS)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert _grants(docs, subject=OE) == [(REGISTRATIONS, "secrets", {"get", "list", "watch"})]
+    oe_env = {e["name"]: e.get("value") for e in pod(one(docs, "Deployment", OE))["containers"][0]["env"]}
+    op_env = {
+        e["name"]: e.get("value") for e in pod(one(docs, "Deployment", OPERATOR))["containers"][0]["env"]
+    }
+    assert oe_env["OE_NAMESPACE"] == op_env["AGENT_OPERATOR_REGISTRATIONS_NAMESPACE"] == REGISTRATIONS
+    # The AERs still find the OE (and their NetworkPolicies admit it) in the release namespace.
+    assert op_env["AGENT_OPERATOR_OE_NAMESPACE"] == NS
+    # Writes on Secrets: only the registrations' namespace; create alone elsewhere (the token Secrets).
+    for values in ({}, {"operator.watchNamespaces": "{team-a}"}):
+        grants = _grants(
+            render(helm, **{k.replace(".", "__"): v for k, v in values.items()}), subject=OPERATOR
+        )
+        for ns, resource, verbs in grants:
+            if resource == "secrets" and verbs & {"patch", "update", "delete"}:
+                assert ns == REGISTRATIONS, (ns, verbs)
+        assert (REGISTRATIONS, "secrets", {"get", "list", "watch", "create", "patch", "delete"}) in grants
+        assert not any(ns == NS and resource == "secrets" for ns, resource, _ in grants)
+
+
+def test_registrations_namespace_can_be_named_and_must_not_hold_agents(helm: Path) -> None:
+    docs = render(helm, oe__registrations__namespace="regs", oe__registrations__createNamespace="false")
+    assert not [d for d in docs if d["kind"] == "Namespace"]
+    assert _grants(docs, subject=OE) == [("regs", "secrets", {"get", "list", "watch"})]
+    error = refused(helm, {"operator.watchNamespaces": "{team-a,regs}", "oe.registrations.namespace": "regs"})
+    assert "oe.registrations.namespace regs is one of operator.watchNamespaces" in error
+    error = refused(helm, {"oe.registrations.namespace": NS})
+    assert "oe.registrations.createNamespace=false" in error
+    assert "/oe/registrations/namespace" in refused(helm, {"oe.registrations.namespace": "Bad_Name"})
+
+
+def test_cluster_wide_mode_keeps_the_operator_out_of_namespaces_without_agents(helm: Path) -> None:
+    docs = render(helm)
+    policy = one(docs, "ValidatingAdmissionPolicy", "agent-engine-operator-protected-namespaces")
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == f'request.userInfo.username == "system:serviceaccount:{NS}:{OPERATOR}"'
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert {"CREATE", "UPDATE", "DELETE"} == set(rules[0]["operations"]) and rules[0]["resources"] == ["*"]
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "agent-engine-operator-protected-namespaces")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    (expr,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert set(expr["values"]) == {"kube-system", "kube-public", "kube-node-lease", NS, REGISTRATIONS}
+    # A Role per namespace needs none; an empty list turns it off.
+    for values in ({"operator__watchNamespaces": "{a}"}, {"operator__protectedNamespaces": "null"}):
+        assert not [d for d in render(helm, **values) if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+# -- the OE's NetworkPolicy (issue 27) ----------------------------------------------------------------------
+
+
+def _agent_pod_labels(component: str) -> dict[str, str]:
+    """What the operator puts on an Agent component's pods (render.labels and its policy label)."""
+    return {**labels("shop", component), "agentengine.io/network-policy": "0123456789"}
+
+
+def _peers(rules: list[dict[str, Any]], port: int) -> list[dict[str, Any]]:
+    key = "from" if rules and "from" in rules[0] else "to"
+    return [
+        peer
+        for rule in rules
+        if any(p["port"] == port for p in rule.get("ports", []))
+        for peer in rule.get(key, [])
+    ]
+
+
+def test_the_oe_network_policy_admits_clients_and_aers_and_reaches_runtimes_store_and_dns_only(
+    helm: Path,
+) -> None:
+    docs = render(helm, **{k.replace(".", "__"): v for k, v in MONGO.items()})
+    policy = one(docs, "NetworkPolicy", OE)["spec"]
+    oe_pod = one(docs, "Deployment", OE)["spec"]["template"]["metadata"]["labels"]
+    assert matches(policy["podSelector"], oe_pod)
+    assert not matches(
+        policy["podSelector"], one(docs, "Deployment", OPERATOR)["spec"]["template"]["metadata"]["labels"]
+    )
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+
+    # Ingress: the OE's one port, from client namespaces and from Agents' AERs; never from a Tool Pod.
+    (ingress,) = policy["ingress"]
+    assert ingress["ports"] == [{"protocol": "TCP", "port": 8080}]
+    clients, aers = ingress["from"]
+    assert clients == {"namespaceSelector": {"matchLabels": {"agentengine.io/oe-client": "true"}}}
+    assert aers["namespaceSelector"] == {}
+    assert matches(aers["podSelector"], _agent_pod_labels("aer"))
+    for other in ("tool", "memory"):
+        assert not matches(aers["podSelector"], _agent_pod_labels(other))
+    assert not matches(aers["podSelector"], {COMPONENT_LABEL: "aer"})  # not an Agent's pod
+
+    # Egress: AERs and Tool Pods on their ports, the API server, MongoDB, DNS; nothing else.
+    egress = policy["egress"]
+    aer_port, tool_port = contract.PORTS[contract.RunnerMode.AER], contract.PORTS[contract.RunnerMode.TOOL]
+    (to_aer,) = _peers(egress, aer_port)
+    (to_tool,) = _peers(egress, tool_port)
+    assert matches(to_aer["podSelector"], _agent_pod_labels("aer"))
+    assert not matches(to_aer["podSelector"], _agent_pod_labels("tool"))
+    assert matches(to_tool["podSelector"], _agent_pod_labels("tool"))
+    assert not matches(to_tool["podSelector"], _agent_pod_labels("memory"))
+    ports = sorted(p["port"] for rule in egress for p in rule.get("ports", []))
+    assert ports == sorted([aer_port, tool_port, 443, 6443, 27017, 53, 53])
+    assert all(rule.get("ports") for rule in egress), "an egress rule without ports opens every port"
+    dns = [rule for rule in egress if "to" not in rule]
+    assert dns == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+    assert AGENT_LABEL in {e["key"] for e in to_tool["podSelector"]["matchExpressions"]}
+
+
+def test_the_oe_network_policy_values(helm: Path) -> None:
+    docs = render(
+        helm,
+        oe__networkPolicy__clientNamespaceSelector__matchLabels__team="web",
+        oe__networkPolicy__clientPodSelector__matchLabels__app="gateway",
+        **{
+            "oe__networkPolicy__apiServer__cidrs[0]": "10.0.0.1/32",
+            "oe__networkPolicy__apiServer__ports[0]": "6443",
+            "oe__networkPolicy__extraIngress[0]__ports[0]__port": "8080",
+        },
+    )
+    policy = one(docs, "NetworkPolicy", OE)["spec"]
+    clients = policy["ingress"][0]["from"][0]
+    assert clients["namespaceSelector"]["matchLabels"]["team"] == "web"
+    assert clients["podSelector"] == {"matchLabels": {"app": "gateway"}}
+    assert policy["ingress"][1] == {"ports": [{"port": 8080}]}
+    api = [rule for rule in policy["egress"] if any("ipBlock" in peer for peer in rule.get("to", []))]
+    assert api == [
+        {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]}
+    ]
+    # SQLite: no store egress at all.
+    assert 27017 not in {p["port"] for rule in policy["egress"] for p in rule.get("ports", [])}
+    assert not [d for d in render(helm, oe__networkPolicy__enabled="false") if d["kind"] == "NetworkPolicy"]
+    assert "/oe/networkPolicy/apiServer/cidrs/0" in refused(
+        helm, {"oe.networkPolicy.apiServer.cidrs[0]": "everywhere"}
+    )
