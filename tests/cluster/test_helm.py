@@ -22,6 +22,7 @@ from tests.install_flow import (
     eventually,
     helm_install,
     helm_uninstall,
+    helm_upgrade,
     helm_values_args,
     no_shared_objects,
     owned_objects,
@@ -82,10 +83,27 @@ def test_values_schema_rejects_wrong_values_naming_the_field(kube: Kube, values:
     assert named in str(failure.value)
 
 
+# Several OE replicas (their PodDisruptionBudget and spread), pinned images, the OE's NetworkPolicy values.
+OE_REPLICAS_VALUES: dict[str, str] = {
+    "oe.replicas": "2",
+    "oe.store.type": "mongodb",
+    "oe.store.mongodb.uriSecret.name": "oe-mongo",
+    "image.runtime.digest": "sha256:" + "ab" * 32,
+    "image.operator.repository": "registry.example.com/op@sha256:" + "cd" * 32,
+    "oe.networkPolicy.clientNamespaceSelector.matchLabels.team": "web",
+    "oe.networkPolicy.extraIngress[0].ports[0].port": "8080",
+}
+
+
 @pytest.mark.parametrize(
     "values",
-    [{}, NON_DEFAULT_VALUES, {"operator.watchNamespaces": "{dry-a,dry-b}", "operator.replicas": "3"}],
-    ids=["default", "non-default", "namespaced"],
+    [
+        {},
+        NON_DEFAULT_VALUES,
+        {"operator.watchNamespaces": "{dry-a,dry-b}", "operator.replicas": "3"},
+        OE_REPLICAS_VALUES,
+    ],
+    ids=["default", "non-default", "namespaced", "oe-replicas"],
 )
 def test_rendered_objects_pass_server_side_dry_run(kube: Kube, values: dict[str, str]) -> None:
     namespace = f"dry-{uuid.uuid4().hex[:6]}"
@@ -119,6 +137,15 @@ def test_rendered_objects_pass_server_side_dry_run(kube: Kube, values: dict[str,
         assert container["image"] == "registry.example.com/platform/agent-engine-operator:1.2.3"
         assert deployment["spec"]["replicas"] == 2
         assert deployment["metadata"]["labels"]["team"] == "platform"
+    kinds = {doc["kind"] for doc in others}
+    # What the server accepted above includes the hardening objects (issue 43, 27).
+    assert {"NetworkPolicy", "Namespace"} <= kinds
+    if values is not NON_DEFAULT_VALUES and "operator.watchNamespaces" not in values:
+        assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+    if values is OE_REPLICAS_VALUES:
+        assert [d["metadata"]["name"] for d in others if d["kind"] == "PodDisruptionBudget"] == [
+            "agent-engine-oe"
+        ]
 
 
 def test_rbac_has_no_wildcards(kube: Kube) -> None:
@@ -129,7 +156,8 @@ def test_rbac_has_no_wildcards(kube: Kube) -> None:
 
 
 def test_the_operator_only_reads_and_creates_secrets_and_config_maps_it_does_not_own(kube: Kube) -> None:
-    """No patch on every Secret or ConfigMap (the operator no longer labels them); no delete on Secrets."""
+    """No patch on every Secret or ConfigMap (the operator no longer labels them); no delete on Secrets;
+    update on Secrets only for a runtime token Secret its Agent does not own (replaced with a fresh token)."""
     for values in ({}, {"operator.watchNamespaces": "{a,b}"}):
         docs = _documents(kube.helm("template", RELEASE, str(CHART), *helm_values_args(values)))
         roles = [
@@ -140,7 +168,7 @@ def test_the_operator_only_reads_and_creates_secrets_and_config_maps_it_does_not
         assert roles
         for role in roles:
             verbs = {r: set(rule["verbs"]) for rule in role["rules"] for r in rule["resources"]}
-            assert verbs["secrets"] == {"get", "list", "watch", "create"}, role["metadata"]
+            assert verbs["secrets"] == {"get", "list", "watch", "create", "update"}, role["metadata"]
             assert verbs["configmaps"] == {"get", "list", "watch", "create", "delete"}, role["metadata"]
             for child in ("deployments", "services", "serviceaccounts", "networkpolicies"):
                 assert {"update", "delete"} <= verbs[child], (child, role["metadata"])
@@ -195,3 +223,83 @@ def test_install_then_operator_with_chart_identity_makes_example_ready_then_unin
     # Helm keeps CRDs it installed from crds/ (its CRD policy); everything else of ours is gone.
     for crd in OUR_KINDS:
         kube.kubectl("get", "crd", crd)
+
+
+def _as(cluster: ControlPlane, kube: Kube, *, namespace: str, account: str) -> Kube:
+    """kubectl holding `account`'s own token, as an attacker who took it from its pod would."""
+    kubeconfig = cluster.service_account_kubeconfig(namespace=namespace, name=account)
+    return Kube(bin_dir=kube.bin_dir, env={**kube.env, "KUBECONFIG": str(kubeconfig)})
+
+
+def test_the_chart_identities_are_refused_where_no_agent_lives(
+    kube: Kube, cluster: ControlPlane, cluster_namespace: str, operator_namespace: str
+) -> None:
+    """Issue 43's Secrets RBAC, played with each token: the OE reads registrations and no other Secret; the
+    cluster-wide operator writes nothing in kube-system or the release namespace, only registrations in
+    theirs, and still writes in an Agent namespace. Then the admission policy off: RBAC alone lets it in."""
+    helm_install(kube, namespace=operator_namespace)
+    registrations = f"{operator_namespace}-registrations"
+    operator = _as(cluster, kube, namespace=operator_namespace, account="agent-engine-operator")
+    oe = _as(cluster, kube, namespace=operator_namespace, account="agent-engine-oe")
+
+    def refused(client: Kube, *args: str) -> str:
+        with pytest.raises(StepFailed) as failure:
+            client.kubectl(*args)
+        return str(failure.value)
+
+    # The OE: registrations only; not the release's client token, store URI or Helm release Secrets.
+    oe.kubectl("get", "secrets", "--namespace", registrations)
+    for ns in (operator_namespace, cluster_namespace, "kube-system"):
+        assert "forbidden" in refused(oe, "get", "secrets", "--namespace", ns).lower(), ns
+    assert (
+        "forbidden"
+        in refused(
+            oe, "get", "secret", "agent-engine-oe-client-token", "--namespace", operator_namespace
+        ).lower()
+    )
+
+    # The operator: its writes where Agents live go through (server dry run: admission runs, nothing stays).
+    dry = ("--dry-run=server",)
+    operator.kubectl("create", "deployment", "probe", "--image=x", "--namespace", cluster_namespace, *dry)
+    operator.kubectl("create", "secret", "generic", "probe", "--namespace", registrations, *dry)
+    attacks = {
+        "a Deployment in kube-system": ("create", "deployment", "evil", "--image=x", "-n", "kube-system"),
+        "a Secret in kube-system": ("create", "secret", "generic", "evil", "-n", "kube-system"),
+        "a Secret in the release namespace": (
+            "create", "secret", "generic", "evil", "-n", operator_namespace,
+        ),
+        "a Deployment in the registrations' namespace": (
+            "create", "deployment", "evil", "--image=x", "-n", registrations,
+        ),
+    }  # fmt: skip
+    for what, args in attacks.items():
+        message = eventually(
+            f"{what} refused by the admission policy",
+            lambda args=args: _refusal(operator, *args, *dry),
+            timeout=30,
+        )
+        assert "no Agent lives there" in message and "operator.protectedNamespaces" in message, (
+            what,
+            message,
+        )
+
+    # Weakened on purpose: without the policy the same token creates a Deployment in kube-system.
+    helm_upgrade(kube, namespace=operator_namespace, values={"operator.protectedNamespaces": "null"})
+    eventually(
+        "RBAC alone lets the operator into kube-system",
+        lambda: _admitted(operator, *attacks["a Deployment in kube-system"], *dry),
+        timeout=30,
+    )
+
+
+def _refusal(client: Kube, *args: str) -> str | None:
+    """The API server's refusal of a command, or None (retried) while the policy is not loaded yet."""
+    try:
+        client.kubectl(*args)
+    except StepFailed as failure:
+        return str(failure.value)
+    return None
+
+
+def _admitted(client: Kube, *args: str) -> bool:
+    return _refusal(client, *args) is None
