@@ -238,13 +238,14 @@ def test_the_oe_reads_secrets_only_in_the_registrations_namespace_where_the_oper
     assert oe_env["OE_NAMESPACE"] == op_env["AGENT_OPERATOR_REGISTRATIONS_NAMESPACE"] == REGISTRATIONS
     # The AERs still find the OE (and their NetworkPolicies admit it) in the release namespace.
     assert op_env["AGENT_OPERATOR_OE_NAMESPACE"] == NS
-    # Writes on Secrets: only the registrations' namespace; create alone elsewhere (the token Secrets).
+    # Writes on Secrets: only the registrations' namespace; elsewhere create and update alone (the token
+    # Secrets: an orphaned or foreign one is replaced with a fresh token, issue 43), never patch or delete.
     for values in ({}, {"operator.watchNamespaces": "{team-a}"}):
         grants = _grants(
             render(helm, **{k.replace(".", "__"): v for k, v in values.items()}), subject=OPERATOR
         )
         for ns, resource, verbs in grants:
-            if resource == "secrets" and verbs & {"patch", "update", "delete"}:
+            if resource == "secrets" and verbs & {"patch", "delete"}:
                 assert ns == REGISTRATIONS, (ns, verbs)
         assert (REGISTRATIONS, "secrets", {"get", "list", "watch", "create", "patch", "delete"}) in grants
         assert not any(ns == NS and resource == "secrets" for ns, resource, _ in grants)
