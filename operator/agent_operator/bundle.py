@@ -9,6 +9,7 @@ registry the Tool Pod runs it with.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -84,15 +85,108 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+# Where clouds serve instance metadata (and with it the node's credentials): IPv4 link-local (AWS, GCP,
+# Azure, OCI: 169.254.169.254; ECS: 169.254.170.2), IPv6 link-local, AWS's IPv6 endpoint, and the names.
+METADATA_NETWORKS = (
+    ipaddress.ip_network("169.254.0.0/16"),
+    ipaddress.ip_network("fe80::/10"),
+    ipaddress.ip_network("fd00:ec2::254/128"),
+)
+METADATA_HOSTS = frozenset(
+    {"metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
+)
+
+
+def host_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address an IP-literal host means, also in the legacy forms a resolver accepts (`2852039166`,
+    `0xa9.0xfe.0xa9.0xfe`, `169.254.43518`); None for a DNS name."""
+    host = host.strip("[]").split("%", 1)[0].rstrip(".")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    parts = host.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers = []
+    for part in parts:  # inet_aton: each part decimal, 0x hex or 0 octal; the last fills the rest
+        try:
+            numbers.append(
+                int(part, 16 if part[:2].lower() == "0x" else 8 if part[:1] == "0" and part != "0" else 10)
+            )
+        except ValueError:
+            return None
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        return None
+    value = sum(n << (8 * (3 - i)) for i, n in enumerate(head)) + last
+    return ipaddress.IPv4Address(value)
+
+
+def metadata_address_problem(host: str) -> str | None:
+    """Why `host` is a link-local or cloud metadata address a connector must not reach, or None."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name in METADATA_HOSTS:
+        return f"{name} is a cloud metadata service"
+    address = host_address(host)
+    if address is None:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    for network in METADATA_NETWORKS:
+        if address.version == network.version and address in network:
+            return (
+                f"{address} is in {network}, link-local, where clouds serve instance metadata and credentials"
+            )
+    return None
+
+
+def forbidden_address(where: str, host: str, *, reason: str, condition: str = BUNDLE) -> InputProblem | None:
+    """The InputProblem for a connector or model endpoint at a metadata address, naming the field."""
+    if (problem := metadata_address_problem(host)) is None:
+        return None
+    return InputProblem(
+        reason=reason,
+        condition=condition,
+        message=f"{where}: {problem}; point it at the provider's own address, or have the platform allow "
+        "such addresses (Helm value agents.allowMetadataAddresses, AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES)",
+    )
+
+
 def materialize(
     connector: Connector,
     config_maps: Mapping[str, Mapping[str, str] | None],
     catalogs: Catalogs | None = None,
+    *,
+    allow_metadata_addresses: bool = False,
 ) -> ToolDefinitions | BuiltinConnectorDefs:
     """The Connector's selected tools with base URL and credential env bound, or InputProblem.
 
     A catalog compiled ahead is taken from `catalogs` (by connector name and text digest); else it is
-    compiled here."""
+    compiled here. A base URL (or a built-in type's host) at a link-local or cloud metadata address is
+    refused unless `allow_metadata_addresses`."""
+    definitions = _materialize(connector, config_maps, catalogs)
+    if allow_metadata_addresses:
+        return definitions
+    name = connector.meta.name
+    if not connector.spec.is_builtin:
+        base_url = connector.spec.source.base_url or ""
+        where = f"Connector {name}: spec.source.baseUrl {base_url!r}"
+        if problem := forbidden_address(where, urlsplit(base_url).hostname or "", reason="BaseUrlForbidden"):
+            raise problem
+    for host, _ in egress_endpoints([definitions]):
+        if problem := forbidden_address(
+            f"Connector {name}: spec.config host {host!r}", host, reason="BaseUrlForbidden"
+        ):
+            raise problem
+    return definitions
+
+
+def _materialize(
+    connector: Connector,
+    config_maps: Mapping[str, Mapping[str, str] | None],
+    catalogs: Catalogs | None = None,
+) -> ToolDefinitions | BuiltinConnectorDefs:
     name = connector.meta.name
     where = f"Connector {name}: spec.catalog.configMapKeyRef"
     if not CONNECTOR_NAME.match(name):
@@ -296,14 +390,14 @@ def materialize_builtin_connector(connector: Connector) -> BuiltinConnectorDefs:
         ) from None
 
 
-def egress_ports(definitions: Sequence[ToolDefinitions | BuiltinConnectorDefs]) -> list[int]:
-    """TCP ports the Tool Pod must reach for its built-in connectors (OpenAPI ones: their base URLs)."""
+def egress_endpoints(definitions: Sequence[ToolDefinitions | BuiltinConnectorDefs]) -> list[tuple[str, int]]:
+    """(host, TCP port) the Tool Pod reaches for its built-in connectors (OpenAPI ones: their base URLs)."""
     return sorted(
         {
-            port
+            (host, port)
             for defs in definitions
             if isinstance(defs, BuiltinConnectorDefs)
-            for _, port in connector_class(defs.type).egress(defs.config)
+            for host, port in connector_class(defs.type).egress(defs.config)
         }
     )
 

@@ -16,6 +16,8 @@ API permissions the operator needs (the Helm chart's ClusterRole, or a Role per 
   their key names; the watch asks for metadata only)
 - serviceaccounts, services, networkpolicies, deployments: get, list, watch, create, patch, update,
   delete (update replaces a hand-edited child; delete removes children no longer rendered)
+- poddisruptionbudgets (policy): get, list, watch, create, patch, update, delete (a component with several
+  pods gets one)
 - replicasets: list (which bundle ConfigMaps are still mounted); events: create
 - kopf.dev clusterkopfpeerings (cluster-wide) or kopfpeerings (namespaced), only with
   AGENT_OPERATOR_PEERING set: get, list, watch, patch
@@ -462,7 +464,12 @@ class Operator:
         if problem is None:
             try:
                 inputs = await self.reader.connector_inputs(connector)
-                summary = summarize_connector(connector, inputs.config_maps, inputs.catalogs)
+                summary = summarize_connector(
+                    connector,
+                    inputs.config_maps,
+                    inputs.catalogs,
+                    allow_metadata_addresses=self.settings.render.allow_metadata_addresses,
+                )
             except InputProblem as exc:
                 problem = exc
         previous = body.get("status") or {}

@@ -8,11 +8,10 @@ by itself (defaults, omitted zero values, normalized quantities) is not drift.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
+from agent_operator.quantities import quantity as _quantity
 from agent_operator.render import canonical_hash
 
 # Fields the API server defaults when the rendering leaves them out: present on every live object.
@@ -43,23 +42,6 @@ SERVER_DEFAULTED = frozenset(
 _OPEN_MAPS = frozenset({"labels", "annotations"})
 _SKIPPED_TOP = frozenset({"apiVersion", "kind", "status"})
 _KEPT_META = ("labels", "annotations", "ownerReferences")
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]{0,2})$")
-_SUFFIXES = {
-    "": Fraction(1),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
 
 
 def projection(live: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,20 +139,3 @@ def _same_quantity(want: Any, have: Any) -> bool:
     """`1000m` and `1`, `1024Mi` and `1Gi`: the API server stores a quantity in its canonical form."""
     a, b = _quantity(want), _quantity(have)
     return a is not None and a == b
-
-
-def _quantity(value: Any) -> Fraction | None:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    match = _QUANTITY.match(str(value))
-    if match is None:
-        return None
-    number, suffix = match.groups()
-    try:
-        base = Fraction(number)
-    except ValueError:
-        return None
-    if suffix[:1] in ("e", "E"):
-        return base * Fraction(10) ** int(suffix[1:])
-    scale = _SUFFIXES.get(suffix)
-    return None if scale is None else base * scale

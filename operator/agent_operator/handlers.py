@@ -342,6 +342,7 @@ CHILD_KINDS = (
     ("v1", "Service"),
     ("v1", "ServiceAccount"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("policy/v1", "PodDisruptionBudget"),
 )
 
 

@@ -33,6 +33,7 @@ PLURALS = {
     "Deployment": "deployments",
     "ReplicaSet": "replicasets",
     "NetworkPolicy": "networkpolicies",
+    "PodDisruptionBudget": "poddisruptionbudgets",
     "Event": "events",
     "Agent": "agents",
     "Connector": "connectors",

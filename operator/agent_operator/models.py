@@ -133,9 +133,19 @@ class LlmSpec(Spec):
         return self.credentials[0].name if self.credentials else None
 
 
+class TopologySpread(Spec):
+    """One spread rule for a component's pods; the operator selects the component's own pods."""
+
+    topology_key: str
+    max_skew: int = 1
+    when_unsatisfiable: Literal["ScheduleAnyway", "DoNotSchedule"] = "ScheduleAnyway"
+
+
 class ComponentSpec(Spec):
     replicas: int = 1
     resources: Resources = Field(default_factory=Resources)
+    # None: the default spread (across nodes, ScheduleAnyway); an empty list: none at all.
+    topology_spread_constraints: tuple[TopologySpread, ...] | None = None
     env: tuple[PlainEnv, ...] = ()
     secret_env: tuple[SecretEnv, ...] = ()
 

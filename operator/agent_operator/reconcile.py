@@ -15,7 +15,8 @@ from agent_operator.bundle import (
     BUNDLE,
     RenderedBundle,
     connector_ca_values,
-    egress_ports,
+    egress_endpoints,
+    forbidden_address,
     materialize,
     render_bundle,
     url_problem,
@@ -28,8 +29,9 @@ from agent_operator.inputs import (
     component_secret_refs,
     connector_ca_env,
 )
-from agent_operator.models import Connector
-from agent_operator.render import Desired, enabled_components, provider_ports, render_objects
+from agent_operator.models import Agent, Connector
+from agent_operator.quantities import quantity
+from agent_operator.render import COMPONENTS, Desired, enabled_components, render_objects, url_endpoint
 from agent_operator.settings import RenderSettings
 
 # Services are named `<agent>-<component>`: a DNS-1035 label, so no dots and a letter first.
@@ -54,9 +56,13 @@ def summarize_connector(
     inputs_connector: Connector,
     config_maps: Mapping[str, Mapping[str, str] | None],
     catalogs: Catalogs | None = None,
+    *,
+    allow_metadata_addresses: bool = False,
 ) -> ConnectorSummary:
     """A Connector on its own: does it compile, how many tools, which digest. Raises InputProblem."""
-    definitions = materialize(inputs_connector, config_maps, catalogs)
+    definitions = materialize(
+        inputs_connector, config_maps, catalogs, allow_metadata_addresses=allow_metadata_addresses
+    )
     return ConnectorSummary(
         tool_count=len(definitions.tools), digest=hashlib.sha256(definitions.dumps().encode()).hexdigest()
     )
@@ -77,6 +83,12 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
             reason="LlmBaseUrlInvalid",
             message=f"spec.llm.baseUrl {agent.spec.llm.base_url!r} is not usable: {problem}",
         )
+    if agent.spec.llm.base_url and not settings.allow_metadata_addresses:
+        where = f"spec.llm.baseUrl {agent.spec.llm.base_url!r}"
+        host, _ = url_endpoint(agent.spec.llm.base_url)
+        if problem := forbidden_address(where, host, reason="LlmBaseUrlForbidden", condition="Ready"):
+            raise problem
+    _check_components(agent)
     image = agent.spec.image or settings.default_image
     if image is None:
         raise InputProblem(
@@ -103,7 +115,15 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
                 f"{agent.meta.namespace}; create it or remove it from the list",
             )
         connectors.append(connector)
-    definitions = [materialize(c, inputs.config_maps, inputs.catalogs) for c in connectors]
+    definitions = [
+        materialize(
+            c,
+            inputs.config_maps,
+            inputs.catalogs,
+            allow_metadata_addresses=settings.allow_metadata_addresses,
+        )
+        for c in connectors
+    ]
     _check_ca_secrets(inputs, connectors)
     ca_values = connector_ca_values(connectors, inputs.config_maps)
 
@@ -139,13 +159,40 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         secret_env=secret_env,
         secret_versions=versions,
         tool_env=ca_values,
-        provider_ports=sorted(
-            set(provider_ports([c.spec.source.base_url for c in connectors if c.spec.source.base_url]))
-            | set(egress_ports(definitions))
+        provider_endpoints=sorted(
+            {url_endpoint(c.spec.source.base_url) for c in connectors if c.spec.source.base_url}
+            | set(egress_endpoints(definitions))
         ),
         settings=settings,
     )
     return Plan(objects=tuple(objects), bundle=bundle)
+
+
+def _check_components(agent: Agent) -> None:
+    """What the CRD refuses at admission, for an Agent stored before those rules: a request above its
+    limit (the API server would refuse that component's Deployment alone, half-applying the Agent) and a
+    sqlite Memory with several pods (each would get its own file)."""
+    for component in COMPONENTS:
+        resources = getattr(agent.spec.components, component).resources
+        for resource, request in sorted(resources.requests.items()):
+            limit = resources.limits.get(resource)
+            if limit is None:
+                continue
+            wanted, allowed = quantity(request), quantity(limit)
+            if wanted is not None and allowed is not None and wanted > allowed:
+                raise InputProblem(
+                    reason="ResourcesInvalid",
+                    message=f"spec.components.{component}.resources.requests.{resource} {request} is above "
+                    f"resources.limits.{resource} {limit}; lower the request or raise the limit",
+                )
+    memory = agent.spec.components.memory
+    if memory.enabled and memory.store.type == "sqlite" and memory.replicas > 1:
+        raise InputProblem(
+            reason="MemoryReplicasInvalid",
+            message=f"spec.components.memory.replicas {memory.replicas} with store.type sqlite: each Memory "
+            "pod would keep its own file, so the agent's memories would depend on the pod answering; set "
+            "replicas to 1 or use store.type mongodb",
+        )
 
 
 def _check_env_conflicts(inputs: AgentInputs, component: str, secret_names: list[str]) -> None:

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_operator.bundle import RenderedBundle
-from agent_operator.models import API_VERSION, Agent, ComponentSpec, SecretKeyRef
+from agent_operator.bundle import METADATA_NETWORKS, RenderedBundle, host_address
+from agent_operator.models import (
+    API_VERSION,
+    Agent,
+    ComponentSpec,
+    Resources,
+    SecretKeyRef,
+    TopologySpread,
+)
+from agent_operator.quantities import quantity
 from agent_operator.settings import RenderSettings
 from agent_operator.shared import (
     DEFAULT_DENY,
@@ -145,7 +153,7 @@ def render_objects(
     bundle: RenderedBundle,
     secret_env: Mapping[str, Sequence[tuple[str, SecretKeyRef]]],
     secret_versions: Mapping[str, str],
-    provider_ports: Sequence[int],
+    provider_endpoints: Sequence[tuple[str, int]],
     settings: RenderSettings,
     tool_env: Sequence[tuple[str, str]] = (),
 ) -> list[Desired]:
@@ -160,7 +168,9 @@ def render_objects(
         for part in bundle.parts
     ]
     objects.append(Desired(manifest=_token_secret(agent), create_only=True, generate_token=True))
-    policies, policy_labels = _network_policies(agent, provider_ports=provider_ports, settings=settings)
+    policies, policy_labels = _network_policies(
+        agent, provider_endpoints=provider_endpoints, settings=settings
+    )
     objects.extend(policies)
     for component in enabled_components(agent):
         objects.append(Desired(manifest=_service_account(agent, component), shared=True))
@@ -179,6 +189,8 @@ def render_objects(
             )
         )
         objects.append(Desired(manifest=_service(agent, component)))
+        if component_spec(agent, component).replicas > 1:
+            objects.append(Desired(manifest=_disruption_budget(agent, component)))
     for desired in objects:
         if not desired.create_only:
             meta = desired.manifest["metadata"]
@@ -222,6 +234,60 @@ def _service(agent: Agent, component: str) -> dict[str, Any]:
             "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
+
+
+def _disruption_budget(agent: Agent, component: str) -> dict[str, Any]:
+    """A voluntary eviction (a node drain) takes at most one pod of a component with several at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(agent, component_name(agent.meta.name, component), component),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(agent.meta.name, component)}},
+    }
+
+
+def component_resources(
+    given: Resources, defaults: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, int | str]]:
+    """The container's requests and limits: what the Agent names, else the platform's defaults, so every pod
+    has cpu and memory requests and limits (never BestEffort, no memory request without a limit). A default
+    never contradicts what the Agent names: a limit below a default request lowers the request to it, a
+    request above a default limit raises the limit to it."""
+    requests: dict[str, int | str] = dict(given.requests)
+    limits: dict[str, int | str] = dict(given.limits)
+    for resource in ("cpu", "memory"):
+        default_request = defaults.get("requests", {}).get(resource)
+        default_limit = defaults.get("limits", {}).get(resource)
+        if resource not in requests and default_request is not None:
+            limit = limits.get(resource)
+            below = limit is not None and _exceeds(default_request, limit)
+            requests[resource] = limit if below and limit is not None else default_request
+        if resource not in limits and default_limit is not None:
+            request = requests.get(resource)
+            above = request is not None and _exceeds(request, default_limit)
+            limits[resource] = request if above and request is not None else default_limit
+    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+
+
+def _exceeds(a: int | str, b: int | str) -> bool:
+    qa, qb = quantity(a), quantity(b)
+    return qa is not None and qb is not None and qa > qb
+
+
+def _topology_spread(agent: Agent, component: str) -> list[dict[str, Any]]:
+    """Spread across nodes by default (ScheduleAnyway: a full or single-node cluster still schedules);
+    rendered whatever the replicas, so scaling a component never changes (and rolls) its pods."""
+    given = component_spec(agent, component).topology_spread_constraints
+    rules = given if given is not None else (TopologySpread(topology_key=HOSTNAME_KEY),)
+    return [
+        {
+            "maxSkew": rule.max_skew,
+            "topologyKey": rule.topology_key,
+            "whenUnsatisfiable": rule.when_unsatisfiable,
+            "labelSelector": {"matchLabels": selector(agent.meta.name, component)},
+        }
+        for rule in rules
+    ]
 
 
 def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> list[dict[str, Any]]:
@@ -374,7 +440,7 @@ def _deployment(
         },
         "volumeMounts": mounts,
     }
-    resources = {k: v for k, v in spec.resources.model_dump().items() if v}
+    resources = component_resources(spec.resources, settings.default_resources.get(component, {}))
     if resources:
         container["resources"] = resources
     pod_spec: dict[str, Any] = {
@@ -391,6 +457,8 @@ def _deployment(
         "containers": [container],
         "volumes": volumes,
     }
+    if spread := _topology_spread(agent, component):
+        pod_spec["topologySpreadConstraints"] = spread
     if agent.spec.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in agent.spec.image_pull_secrets]
     return {
@@ -410,13 +478,15 @@ def _deployment(
     }
 
 
+def url_endpoint(url: str) -> tuple[str, int]:
+    """The host and TCP port a base URL reaches."""
+    parts = urlsplit(url)
+    return (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+
+
 def provider_ports(base_urls: Sequence[str]) -> list[int]:
     """TCP ports the Tool Pod must reach for its connectors' base URLs."""
-    ports = set()
-    for url in base_urls:
-        parts = urlsplit(url)
-        ports.add(parts.port or (443 if parts.scheme == "https" else 80))
-    return sorted(ports)
+    return sorted({url_endpoint(url)[1] for url in base_urls})
 
 
 def _oe_peer(settings: RenderSettings) -> dict[str, Any]:
@@ -426,14 +496,42 @@ def _oe_peer(settings: RenderSettings) -> dict[str, Any]:
     }
 
 
-_ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
 _DNS = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+HOSTNAME_KEY = "kubernetes.io/hostname"
 
 
-def _to_llm(agent: Agent) -> list[dict[str, Any]]:
-    """The Tool Pod's egress to the model endpoint's port (443 when the Agent names no endpoint)."""
+def _anywhere(settings: RenderSettings) -> list[dict[str, Any]]:
+    """Every address but the link-local and metadata ranges (unless the platform allows them): a DNS name
+    that resolves there (or a pod's own link-local neighbours) is refused at the packet, not only by name."""
+    if settings.allow_metadata_addresses:
+        return [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
+    v4 = [str(n) for n in METADATA_NETWORKS if n.version == 4]
+    v6 = [str(n) for n in METADATA_NETWORKS if n.version == 6]
+    return [{"ipBlock": {"cidr": "0.0.0.0/0", "except": v4}}, {"ipBlock": {"cidr": "::/0", "except": v6}}]
+
+
+def _to_endpoints(endpoints: Sequence[tuple[str, int]], settings: RenderSettings) -> list[dict[str, Any]]:
+    """Egress to the connectors' hosts: an IP-literal host as its own address (/32, /128) on its port; a DNS
+    name only as its port to any address (a NetworkPolicy cannot name a host; what it resolves to is not
+    known when the policy is written and may change after)."""
+    by_name = sorted({port for host, port in endpoints if host_address(host) is None})
+    by_address: dict[int, set[str]] = {}
+    for host, port in endpoints:
+        if (address := host_address(host)) is not None and port not in by_name:
+            by_address.setdefault(port, set()).add(f"{address}/{address.max_prefixlen}")
+    rules = [
+        {"to": [{"ipBlock": {"cidr": cidr}} for cidr in sorted(cidrs)], "ports": _tcp(port)}
+        for port, cidrs in sorted(by_address.items())
+    ]
+    if by_name:
+        rules.append({"to": _anywhere(settings), "ports": _tcp(*by_name)})
+    return rules
+
+
+def _to_llm(agent: Agent, settings: RenderSettings) -> list[dict[str, Any]]:
+    """The Tool Pod's egress to the model endpoint (port 443 anywhere when the Agent names none)."""
     base_url = agent.spec.llm.base_url
-    return [{"to": _ANYWHERE, "ports": _tcp(*(provider_ports([base_url]) if base_url else [443]))}]
+    return _to_endpoints([url_endpoint(base_url)] if base_url else [("", 443)], settings)
 
 
 # The checkpoint store's credential is the one secret an AER may hold (Decision 9, S2's MONGODB_URI).
@@ -441,11 +539,11 @@ CHECKPOINT_URI_ENV = "MONGODB_URI"
 MONGODB_PORT = 27017
 
 
-def _to_checkpoint_store(agent: Agent) -> list[dict[str, Any]]:
+def _to_checkpoint_store(agent: Agent, settings: RenderSettings) -> list[dict[str, Any]]:
     """The AER's egress to its LangGraph checkpoint store, when its secretEnv gives it one (MongoDB)."""
     if not any(e.name == CHECKPOINT_URI_ENV for e in agent.spec.components.aer.secret_env):
         return []
-    return [{"to": _ANYWHERE, "ports": _tcp(MONGODB_PORT)}]
+    return [{"to": _anywhere(settings), "ports": _tcp(MONGODB_PORT)}]
 
 
 def _tcp(*ports: int) -> list[dict[str, Any]]:
@@ -478,7 +576,7 @@ def _rules(
 
 
 def _network_policies(
-    agent: Agent, *, provider_ports: Sequence[int], settings: RenderSettings
+    agent: Agent, *, provider_endpoints: Sequence[tuple[str, int]], settings: RenderSettings
 ) -> tuple[list[Desired], dict[str, dict[str, str]]]:
     """The trust table as NetworkPolicies: deny everything for every Agent's pods, then allow each
     component's paths. Per-Agent separation rests on ingress: an AER and a Tool Pod admit only the OE, and a
@@ -496,7 +594,7 @@ def _network_policies(
         if memory
         else []
     )
-    to_providers = [{"to": _ANYWHERE, "ports": _tcp(*provider_ports)}] if provider_ports else []
+    to_providers = _to_endpoints(provider_endpoints, settings)
     deny = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -516,14 +614,14 @@ def _network_policies(
             egress=[
                 {"to": [_oe_peer(settings)], "ports": _tcp(contract.PORTS[contract.RunnerMode.OE])},
                 *to_memory,
-                *_to_checkpoint_store(agent),
+                *_to_checkpoint_store(agent, settings),
                 _DNS,
             ],
         ),
         "tool": _rules(
             "tool",
             ingress_from=[_oe_peer(settings)],
-            egress=[*to_providers, *_to_llm(agent), *to_memory, _DNS],
+            egress=[*to_providers, *_to_llm(agent, settings), *to_memory, _DNS],
         ),
     }
     for component, rules in component_rules.items():
@@ -532,7 +630,7 @@ def _network_policies(
         pod_labels[component] = {POLICY_LABEL: digest}
     if memory:
         mongodb = agent.spec.components.memory.store.type == "mongodb"
-        store_egress = [{"to": _ANYWHERE, "ports": _tcp(27017)}] if mongodb else []
+        store_egress = [{"to": _anywhere(settings), "ports": _tcp(MONGODB_PORT)}] if mongodb else []
         callers = [{"podSelector": {"matchLabels": selector(name, c)}} for c in ("aer", "tool")]
         policies.append(
             Desired(

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_operator.quantities import quantity
+
 FIELD_MANAGER = "agent-engine-operator"
+COMPONENT_NAMES = ("aer", "tool", "memory")
+# (cpu request, memory request, cpu limit, memory limit) per component: small requests so a node packs many
+# Agents, limits that hold one tenant to a bounded share of a node (the chart's values repeat them).
+DEFAULT_RESOURCES = {
+    "aer": ("50m", "128Mi", "1", "512Mi"),
+    "tool": ("50m", "128Mi", "1", "512Mi"),
+    "memory": ("50m", "128Mi", "500m", "512Mi"),
+}
+
+
+def _resources(values: tuple[str, str, str, str]) -> dict[str, dict[str, str]]:
+    cpu, memory, cpu_limit, memory_limit = values
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu_limit, "memory": memory_limit}}
 
 
 class RenderSettings(BaseModel):
@@ -31,6 +47,14 @@ class RenderSettings(BaseModel):
     # The API server refuses ConfigMaps over 1 MiB; keep room for keys and metadata.
     configmap_budget_bytes: int = 900_000
     max_bundle_configmaps: int = 8
+    # Requests and limits every Agent component gets where its spec.components.<c>.resources names none
+    # (the chart's agents.resources): no BestEffort pod, no memory request without a limit.
+    default_resources: dict[str, dict[str, dict[str, str]]] = Field(
+        default_factory=lambda: {c: _resources(r) for c, r in DEFAULT_RESOURCES.items()}
+    )
+    # Connectors and model endpoints at link-local or cloud metadata addresses are refused, and the Agents'
+    # egress excepts those ranges, unless the platform allows them (agents.allowMetadataAddresses).
+    allow_metadata_addresses: bool = False
 
     @property
     def registration_namespace(self) -> str:
@@ -72,6 +96,12 @@ class OperatorSettings(BaseModel):
             render["oe_pod_labels"] = _parse_labels(value, name="AGENT_OPERATOR_OE_POD_LABELS")
         if value := env.get("AGENT_OPERATOR_CONFIGMAP_BUDGET_BYTES"):
             render["configmap_budget_bytes"] = int(value)
+        if value := env.get("AGENT_OPERATOR_DEFAULT_RESOURCES"):
+            render["default_resources"] = parse_default_resources(value)
+        if value := env.get("AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES"):
+            render["allow_metadata_addresses"] = _parse_bool(
+                value, name="AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES"
+            )
         fields: dict[str, object] = {"render": RenderSettings(**render)}  # type: ignore[arg-type]
         if value := env.get("AGENT_OPERATOR_NAMESPACES"):
             fields["namespaces"] = tuple(ns.strip() for ns in value.split(",") if ns.strip())
@@ -104,3 +134,48 @@ def _parse_labels(text: str, *, name: str) -> dict[str, str]:
             raise ValueError(f"{name}: {item!r} is not key=value; write e.g. app.kubernetes.io/component=oe")
         labels[key] = value
     return labels
+
+
+def _parse_bool(text: str, *, name: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{name}={text!r}: write true or false")
+
+
+def parse_default_resources(text: str) -> dict[str, dict[str, dict[str, str]]]:
+    """AGENT_OPERATOR_DEFAULT_RESOURCES: JSON {component: {requests: {cpu, memory}, limits: {...}}}; a
+    component or quantity it leaves out keeps the built-in default."""
+    name = "AGENT_OPERATOR_DEFAULT_RESOURCES"
+    example = '{"aer": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}}'
+    try:
+        given = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{name} is not JSON; write e.g. {example}") from None
+    if not isinstance(given, dict) or set(given) - set(COMPONENT_NAMES):
+        raise ValueError(f"{name}: name components {list(COMPONENT_NAMES)} only; write e.g. {example}")
+    out = {c: _resources(r) for c, r in DEFAULT_RESOURCES.items()}
+    for component, resources in given.items():
+        if not isinstance(resources, dict) or set(resources) - {"requests", "limits"}:
+            raise ValueError(f"{name}: {component} takes requests and limits only; write e.g. {example}")
+        for kind, quantities in resources.items():
+            if not isinstance(quantities, dict) or set(quantities) - {"cpu", "memory"}:
+                raise ValueError(
+                    f"{name}: {component}.{kind} takes cpu and memory only; write e.g. {example}"
+                )
+            for resource, value in quantities.items():
+                if quantity(value) is None:
+                    raise ValueError(
+                        f"{name}: {component}.{kind}.{resource} must be a quantity such as 256Mi"
+                    )
+                out[component][kind][resource] = str(value)
+    for component, resources in out.items():
+        for resource, request in resources["requests"].items():
+            limit = resources["limits"][resource]
+            if quantity(request) > quantity(limit):  # type: ignore[operator]
+                raise ValueError(
+                    f"{name}: {component}.requests.{resource} {request} is above its limit {limit}; "
+                    "lower the request or raise the limit"
+                )
+    return out

@@ -59,6 +59,7 @@ MANAGED_KINDS = (
     ("v1", "Service"),
     ("apps/v1", "Deployment"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("policy/v1", "PodDisruptionBudget"),
 )
 APPLY_ORDER = {
     "ConfigMap": 0,
@@ -66,6 +67,7 @@ APPLY_ORDER = {
     "NetworkPolicy": 2,
     "ServiceAccount": 3,
     "Service": 4,
+    "PodDisruptionBudget": 4,
     "Deployment": 5,
 }
 WATCH_LISTING_SECONDS = 30.0  # how long a first prime waits for the child watches' first listing

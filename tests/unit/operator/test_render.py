@@ -157,6 +157,7 @@ def test_own_children_are_owned_by_the_agent_shared_ones_by_nobody_and_all_hash_
             for c in ("aer", "tool", "memory")
         ),
         ("NetworkPolicy", "support-bot-memory"),  # who may reach this Agent's Memory: its own pods only
+        ("PodDisruptionBudget", "support-bot-aer"),  # its AER runs 2 replicas
     }
 
 
