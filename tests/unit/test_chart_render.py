@@ -230,7 +230,12 @@ def test_the_oe_reads_secrets_only_in_the_registrations_namespace_where_the_oper
     docs = render(helm)
     namespace = one(docs, "Namespace", REGISTRATIONS)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    assert _grants(docs, subject=OE) == [(REGISTRATIONS, "secrets", {"get", "list", "watch"})]
+    # Beside the registrations: the reviews that check each client's token and rights (issue 28).
+    assert sorted(_grants(docs, subject=OE), key=lambda g: g[:2]) == [
+        ("*", "subjectaccessreviews", {"create"}),
+        ("*", "tokenreviews", {"create"}),
+        (REGISTRATIONS, "secrets", {"get", "list", "watch"}),
+    ]
     oe_env = {e["name"]: e.get("value") for e in pod(one(docs, "Deployment", OE))["containers"][0]["env"]}
     op_env = {
         e["name"]: e.get("value") for e in pod(one(docs, "Deployment", OPERATOR))["containers"][0]["env"]
@@ -254,7 +259,10 @@ def test_the_oe_reads_secrets_only_in_the_registrations_namespace_where_the_oper
 def test_registrations_namespace_can_be_named_and_must_not_hold_agents(helm: Path) -> None:
     docs = render(helm, oe__registrations__namespace="regs", oe__registrations__createNamespace="false")
     assert not [d for d in docs if d["kind"] == "Namespace"]
-    assert _grants(docs, subject=OE) == [("regs", "secrets", {"get", "list", "watch"})]
+    assert ("regs", "secrets", {"get", "list", "watch"}) in _grants(docs, subject=OE)
+    assert [g for g in _grants(docs, subject=OE) if g[1] == "secrets"] == [
+        ("regs", "secrets", {"get", "list", "watch"})
+    ]
     error = refused(helm, {"operator.watchNamespaces": "{team-a,regs}", "oe.registrations.namespace": "regs"})
     assert "oe.registrations.namespace regs is one of operator.watchNamespaces" in error
     error = refused(helm, {"oe.registrations.namespace": NS})
@@ -362,3 +370,24 @@ def test_the_oe_network_policy_values(helm: Path) -> None:
     assert "/oe/networkPolicy/apiServer/cidrs/0" in refused(
         helm, {"oe.networkPolicy.apiServer.cidrs[0]": "everywhere"}
     )
+
+
+def test_the_client_cluster_roles_hold_the_oe_verbs_and_aggregate_into_view_edit_admin(helm: Path) -> None:
+    """Issue 28: viewers read, editors also invoke/cancel/interrupt, admins also approve; aggregation off."""
+    docs = render(helm)
+    expected = {
+        "viewer": ({"agents/executions"}, "view"),
+        "invoker": ({"agents/invoke", "agents/cancel", "agents/interrupt", "agents/executions"}, "edit"),
+        "reviewer": ({"agents/approve", "agents/executions"}, "admin"),
+    }
+    for role, (resources, into) in expected.items():
+        found = one(docs, "ClusterRole", f"agent-engine-{role}")
+        assert {r for rule in found["rules"] for r in rule["resources"]} == resources
+        assert all(rule["apiGroups"] == ["agentengine.io"] for rule in found["rules"])
+        assert found["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{into}"] == "true"
+    plain = render(helm, oe__clientRbac__aggregateToDefaultRoles="false")
+    for role in expected:
+        labels = one(plain, "ClusterRole", f"agent-engine-{role}")["metadata"]["labels"]
+        assert not any(key.startswith("rbac.authorization.k8s.io/aggregate-to-") for key in labels)
+    none = render(helm, oe__clientRbac__create="false")
+    assert not [d for d in none if d["metadata"]["name"] in {f"agent-engine-{r}" for r in expected}]
