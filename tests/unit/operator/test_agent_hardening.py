@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from agent_operator.bundle import host_address, metadata_address_problem
 from agent_operator.inputs import InputProblem, SecretMeta
@@ -16,7 +17,13 @@ from agent_operator.models import Connector, Resources
 from agent_operator.quantities import quantity
 from agent_operator.reconcile import Plan, plan_agent, summarize_connector
 from agent_operator.render import component_resources
-from agent_operator.settings import DEFAULT_RESOURCES, OperatorSettings, RenderSettings
+from agent_operator.settings import (
+    DEFAULT_RESOURCES,
+    OperatorSettings,
+    RenderSettings,
+    parse_default_resources,
+)
+from tests.conftest import REPO_ROOT
 from tests.unit.operator.specimens import agent_body, connector_body, inputs
 
 SETTINGS = RenderSettings()
@@ -351,3 +358,11 @@ def test_host_address_reads_what_a_resolver_reads() -> None:
     assert str(host_address("127.1")) == "127.0.0.1"
     assert host_address("api.example.com") is None and host_address("08.1.2.3") is None
     assert host_address("256.1.1.1") is None
+
+
+def test_the_charts_values_are_the_operators_defaults() -> None:
+    """The chart sets AGENT_OPERATOR_DEFAULT_RESOURCES from agents.resources (toJson): the same numbers."""
+    values = yaml.safe_load((REPO_ROOT / "charts" / "agent-engine" / "values.yaml").read_text())
+    parsed = parse_default_resources(json.dumps(values["agents"]["resources"]))
+    assert parsed == RenderSettings().default_resources
+    assert values["agents"]["allowMetadataAddresses"] is False
