@@ -12,8 +12,9 @@ API permissions the operator needs (the Helm chart's ClusterRole, or a Role per 
   update; agents/finalizers: update (blockOwnerDeletion on children)
 - configmaps: get, list, watch, create, delete (bundles are created once, immutable; user ConfigMaps are
   only read)
-- secrets: get, list, watch, create (the token Secret is created once; user Secrets are only read, for
-  their key names; the watch asks for metadata only)
+- secrets: get, list, watch, create, update (the token Secret is created once; one its Agent does not own is
+  replaced with a fresh token; user Secrets are only read, for their key names; the watch asks for metadata
+  only); in the registrations' namespace also patch and delete
 - serviceaccounts, services, networkpolicies, deployments: get, list, watch, create, patch, update,
   delete (update replaces a hand-edited child; delete removes children no longer rendered)
 - poddisruptionbudgets (policy): get, list, watch, create, patch, update, delete (a component with several
