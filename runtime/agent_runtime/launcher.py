@@ -111,6 +111,11 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         from agent_runtime.servers.memory import build_memory_from_env
 
         return build_memory_from_env(env)
+    if mode is RunnerMode.TOOL:
+        # Before any tenant code runs: every line the Tool Pod logs loses every form of every secret it holds.
+        from agent_runtime.redaction import redact_logs, redactor_for
+
+        redact_logs(redactor_for(tenant_secret_env(env).values()))
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
     from agent_runtime.connectors import resolve_runtime_bundle
     from agent_runtime.sdk import App, load_app

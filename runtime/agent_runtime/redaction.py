@@ -30,6 +30,8 @@ import string
 from collections.abc import Iterable
 from typing import Any
 
+from agent_runtime.protocol import CallError
+
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 
@@ -230,6 +232,12 @@ def redactor_for(secrets: Iterable[str]) -> Redactor:
 def redact(text: str, secrets: Iterable[str]) -> str:
     """Replace every form of each secret value in `text` (see the module docstring for the forms)."""
     return redactor_for(secrets).text(text)
+
+
+def redacted_error(error: CallError, redactor: Redactor) -> CallError:
+    """The error with every secret form taken out of its explanation (the same object when none is)."""
+    cleaned = redactor.text(error.explanation)[:16_384]
+    return error if cleaned == error.explanation else error.model_copy(update={"explanation": cleaned})
 
 
 class RedactingFormatter(logging.Formatter):

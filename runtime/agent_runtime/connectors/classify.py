@@ -11,6 +11,7 @@ import httpx
 from pydantic import BaseModel
 
 from agent_runtime.connectors.errors import CredentialMissingError, ToolArgumentError, UnknownToolError
+from agent_runtime.redaction import redactor_for
 
 Category = Literal[
     "auth", "forbidden", "not_found", "rate_limited", "timeout", "connection", "client_error", "server_error"
@@ -120,8 +121,7 @@ def _message_from(data: Any, depth: int = 0) -> str | None:
 
 
 def _sanitize(text: str, secrets: list[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "[redacted]")
+    text = redactor_for(secrets).text(text)
     text = _CONTROL.sub("", text)
     text = _URL_SHAPED.sub("[link removed]", text)
     return " ".join(text.split())

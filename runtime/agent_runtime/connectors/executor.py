@@ -37,8 +37,8 @@ from agent_runtime.connectors.policy import (
 )
 from agent_runtime.connectors.transport import connector_call, quiet_client_logs, tls_context
 from agent_runtime.connectors.wire import PreparedRequest, RequestPlan
+from agent_runtime.redaction import redactor_for
 
-_REDACTED = b"[REDACTED]"
 _KEPT_HEADERS = ("content-type", "retry-after")
 
 
@@ -307,8 +307,9 @@ class ConnectorExecutor:
                     response, method=method, url=url, attempt=attempt, redirects=redirects, deadline=deadline
                 )
                 if step.kind == "done":
-                    data, truncated = _read_sync(response.iter_bytes(), deadline, MAX_RESPONSE_BYTES)
-                    return _tool_response(response, data, truncated, method=method)
+                    limit = MAX_RESPONSE_BYTES + _longest(prepared.secrets)
+                    data, truncated = _read_sync(response.iter_bytes(), deadline, limit)
+                    return _tool_response(response, *_capped(data, truncated, prepared), method=method)
                 if step.kind == "error":
                     limit = MAX_ERROR_BODY_BYTES + _longest(prepared.secrets)
                     kept = _read_error_sync(response.iter_bytes(), deadline, limit)
@@ -346,8 +347,9 @@ class ConnectorExecutor:
                     response, method=method, url=url, attempt=attempt, redirects=redirects, deadline=deadline
                 )
                 if step.kind == "done":
-                    data, truncated = await _read_async(response.aiter_bytes(), deadline, MAX_RESPONSE_BYTES)
-                    return _tool_response(response, data, truncated, method=method)
+                    limit = MAX_RESPONSE_BYTES + _longest(prepared.secrets)
+                    data, truncated = await _read_async(response.aiter_bytes(), deadline, limit)
+                    return _tool_response(response, *_capped(data, truncated, prepared), method=method)
                 if step.kind == "error":
                     limit = MAX_ERROR_BODY_BYTES + _longest(prepared.secrets)
                     kept = await _read_error_async(response.aiter_bytes(), deadline, limit)
@@ -466,13 +468,16 @@ async def _read_error_async(chunks: AsyncIterator[bytes], deadline: float, limit
 
 
 def _longest(secrets: tuple[str, ...]) -> int:
-    return max((len(s.encode()) for s in secrets), default=0)
+    """How many bytes past a cut can still belong to a credential's longest encoded form."""
+    return redactor_for(secrets).longest
 
 
-def _redact(data: bytes, secrets: tuple[str, ...]) -> bytes:
-    for secret in sorted(secrets, key=len, reverse=True):
-        data = data.replace(secret.encode(), _REDACTED)
-    return data
+def _capped(data: bytes, truncated: bool, prepared: PreparedRequest) -> tuple[bytes, bool]:
+    """A body over MAX_RESPONSE_BYTES is redacted before the cut, so no credential is left half-visible
+    at its end (the Tool Pod redacts the whole result again with every secret it holds)."""
+    if not truncated and len(data) <= MAX_RESPONSE_BYTES:
+        return data, truncated
+    return redactor_for(prepared.secrets).data(data)[:MAX_RESPONSE_BYTES], True
 
 
 def _without_body_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -521,7 +526,7 @@ def _status_error(
 ) -> httpx.HTTPStatusError:
     """A fresh error: safe request (no query, no credential), safe headers, at most 4 KB of redacted body."""
     safe_request = httpx.Request(method, prepared.safe_url)
-    body = _redact(kept, prepared.secrets)[:MAX_ERROR_BODY_BYTES]
+    body = redactor_for(prepared.secrets).data(kept)[:MAX_ERROR_BODY_BYTES]
     headers = {k: response.headers[k] for k in _KEPT_HEADERS if k in response.headers}
     safe_response = httpx.Response(response.status_code, headers=headers, content=body, request=safe_request)
     message = f"{reason} ({response.status_code})" if reason else f"HTTP {response.status_code}"
@@ -552,7 +557,5 @@ def _detached(exc: Exception) -> Exception:
 
 
 def _safe_message(exc: httpx.RequestError, prepared: PreparedRequest) -> str:
-    text = str(exc) or type(exc).__name__
-    for secret in prepared.secrets:
-        text = text.replace(secret, "[REDACTED]")
+    text = redactor_for(prepared.secrets).text(str(exc) or type(exc).__name__)
     return f"{text} ({prepared.method} {prepared.safe_url})"

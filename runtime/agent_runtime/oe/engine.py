@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Literal, Protocol
 
 from agent_runtime.oe.audit import audit_value, redact_value
@@ -53,6 +53,7 @@ from agent_runtime.protocol import (
     ToolResultRequest,
     state_of_callback,
 )
+from agent_runtime.redaction import redacted_error, redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class Orchestrator:
         aer_lost_after_s: float = 30.0,
         run_restarts: int = 3,
         drain_settings: DrainCallerSettings | None = None,
+        known_secrets: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -119,6 +121,8 @@ class Orchestrator:
         # Execution -> when the watchdog first could not reach its AER (a restart gets that long).
         self._unreachable: dict[str, float] = {}
         self._inflight: dict[tuple[str, int], asyncio.Future[ToolExecuteAnswer]] = {}
+        # Secrets the OE holds beyond the Agents' tokens (its client token): never stored or forwarded.
+        self._known_secrets = known_secrets
         self._tasks: set[asyncio.Task[None]] = set()
         # Agent -> (token digest, when, tools) learned from its AER (see `_tool_entry`).
         self._discovered: dict[str, tuple[str, float, tuple[ToolEntry, ...]]] = {}
@@ -628,8 +632,11 @@ class Orchestrator:
         if report.status == "suspend":
             result = {**(result if isinstance(result, dict) else {}), "kind": "suspend"}
             result.update(step=report.step, tool=step.tool)
-        outcome = CallOutcome(
-            status=report.status, result=result, error=report.error, duration_ms=report.duration_ms or 0.0
+        outcome = self._scrubbed(
+            CallOutcome(
+                status=report.status, result=result, error=report.error, duration_ms=report.duration_ms or 0.0
+            ),
+            caller,
         )
         if step.state == "done":
             if step.outcome is not None and _same_outcome(step.outcome, outcome):
@@ -669,6 +676,7 @@ class Orchestrator:
     async def callback(self, caller: AgentRegistration, report: ExecutorCallback) -> ExecutionRecord:
         """The end of one run: completed, suspended or failed. Idempotent; a conflicting one is a 409."""
         current = await self._owned(caller, report.execution_id)
+        report = self._scrubbed_callback(report, caller)
         target = state_of_callback(report.status)
         now = self._clock()
         changes: dict[str, Any] = {"status": target, "updated_at": now}
@@ -1004,6 +1012,7 @@ class Orchestrator:
         route: str = "none",
         executed_args: dict[str, Any] | None = None,
     ) -> ToolExecuteAnswer:
+        outcome = self._scrubbed(outcome, caller)
         await self.store.finish_step(call.execution_id, call.step, outcome, at=self._clock())
         if route == "tool_pod" and (outcome.pod_name or outcome.pod_address):
             # The pod that answered served the execution: a drain of it goes there too (Decision 8).
@@ -1085,6 +1094,28 @@ class Orchestrator:
     @staticmethod
     def _secrets(reg: AgentRegistration) -> tuple[str, ...]:
         return reg.tokens()  # the previous one too, while a rotation's grace period lasts
+
+    def _scrubbed(self, outcome: CallOutcome, caller: AgentRegistration) -> CallOutcome:
+        """The outcome without any value the OE knows as a secret (in any encoding), before it is stored
+        (step, replay cache) or forwarded (the AER, the model's next request)."""
+        redactor = redactor_for((*caller.tokens(), *self._known_secrets()))
+        result = redactor.value(outcome.result)
+        error = redacted_error(outcome.error, redactor) if outcome.error is not None else None
+        if result is outcome.result and error is outcome.error:
+            return outcome
+        return outcome.model_copy(update={"result": result, "error": error})
+
+    def _scrubbed_callback(self, report: ExecutorCallback, caller: AgentRegistration) -> ExecutorCallback:
+        """The same for an execution's end: its result, error and suspension metadata."""
+        redactor = redactor_for((*caller.tokens(), *self._known_secrets()))
+        update = {
+            "result": redactor.value(report.result),
+            "error": redacted_error(report.error, redactor) if report.error is not None else None,
+            "metadata": redactor.value(report.metadata),
+        }
+        if all(update[name] is getattr(report, name) for name in update):
+            return report
+        return report.model_copy(update=update)
 
 
 def _answer(step: int, outcome: CallOutcome, *, from_cache: bool) -> ToolExecuteAnswer:

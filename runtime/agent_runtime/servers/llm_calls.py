@@ -20,7 +20,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agent_runtime.protocol import LLM_ERROR, UNKNOWN_LLM, CallError, CallOutcome, InvokeLLMRequest
-from agent_runtime.redaction import redact
+from agent_runtime.redaction import redacted_error, redactor_for
 from agent_runtime.sdk import App, PlatformFailure, RequestContext
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.tracking import run_tracked
@@ -83,7 +83,8 @@ class LLMCallService:
         self._app = app
         self._context = context
         self._metrics = metrics
-        self._secret_values = tuple(secret_values)
+        # Every outcome leaves redacted (the model's answer may quote a key a provider echoed).
+        self._redactor = redactor_for(secret_values)
         self._pod_name = pod_name
         self._pod_address = pod_address
         # Model calls of an execution are tracked work, like tool calls (DR-12).
@@ -109,7 +110,7 @@ class LLMCallService:
                     "building the entrypoint to find its models failed (%s); the Tool Pod serves its tools "
                     "and the next /invoke_llm tries again:\n%s",
                     type(exc).__name__,
-                    redact("".join(traceback.format_exception(exc)).rstrip(), self._secret_values),
+                    self._redactor.text("".join(traceback.format_exception(exc)).rstrip()),
                 )
                 return False
             self._constructed = True
@@ -143,7 +144,7 @@ class LLMCallService:
             self._metrics.call_finished(llm_id=label, status="error", duration_s=duration_s)
             return CallOutcome(
                 status="error",
-                error=error,
+                error=redacted_error(error, self._redactor),
                 duration_ms=duration_s * 1000,
                 pod_name=self._pod_name,
                 pod_address=self._pod_address,
@@ -153,7 +154,7 @@ class LLMCallService:
         )
         return CallOutcome(
             status="success",
-            result=message,
+            result=self._redactor.value(message),
             duration_ms=duration_s * 1000,
             pod_name=self._pod_name,
             pod_address=self._pod_address,
@@ -194,7 +195,7 @@ class LLMCallService:
             status_code = getattr(exc, "status_code", None)
             return CallError(
                 category=str(category)[:128],
-                explanation=redact(explanation, self._secret_values)[:16_384],
+                explanation=self._redactor.text(explanation)[:16_384],
                 status_code=status_code if isinstance(status_code, int) else None,
             )
         # The message may quote a request or a key: only the type leaves the pod; the log keeps the rest.
@@ -202,7 +203,7 @@ class LLMCallService:
             "model %s raised %s:\n%s",
             llm_id,
             type(exc).__name__,
-            redact("".join(traceback.format_exception(exc)).rstrip(), self._secret_values),
+            self._redactor.text("".join(traceback.format_exception(exc)).rstrip()),
         )
         return CallError(
             category=LLM_ERROR,

@@ -612,6 +612,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         aer_lost_after_s=settings.aer_lost_after_s,
         run_restarts=settings.run_restarts,
         drain_settings=DrainCallerSettings.from_env(env),
+        known_secrets=client_token.accepted if client_token is not None else tuple,
     )
 
     async def watchdog() -> None:

@@ -3,8 +3,10 @@
 A call names a bundle connector's tool (run by that connector's executor against the provider, or by a
 built-in connector's `execute`) or a
 tenant tool with `is_local=False` (run in-process). Failures come back as a category and an explanation
-that is safe to show: no secret value and no raw provider body ever leaves this module. A tenant tool that
-calls `app.suspend` answers `status: "suspend"` with `{reason, payload}` (OE-14).
+that is safe to show: no secret value and no raw provider body ever leaves this module. Every outcome is
+redacted on its way out (result and explanation, every encoding of every Tool Pod secret: redaction.py),
+whatever produced it: a provider that echoes the credential in a 200 answers a redacted result. A tenant
+tool that calls `app.suspend` answers `status: "suspend"` with `{reason, payload}` (OE-14).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from agent_runtime.protocol import (
     ToolPodExecuteRequest,
     validation_problems,
 )
-from agent_runtime.redaction import redact
+from agent_runtime.redaction import Redactor, redacted_error, redactor_for
 from agent_runtime.sdk import PlatformFailure, ToolDefinitionError, ToolSpec
 from agent_runtime.sdk.calls import call_scope
 from agent_runtime.sdk.errors import SuspendRequested
@@ -159,6 +161,7 @@ class ToolCallService:
         # Read-only: each call sees the Tool Pod's tenant secrets and nothing a caller or an earlier call set.
         self._secret_env: Mapping[str, str] = MappingProxyType(dict(secret_env))
         self._secret_values = tuple(v for v in self._secret_env.values() if v)
+        self.redactor: Redactor = redactor_for(self._secret_values)
         self._metrics = metrics
         self._executors = [ConnectorExecutor(defs) for defs in connectors]
         self._routes: dict[str, _ConnectorTool | _BuiltinTool | ToolSpec] = {}
@@ -234,7 +237,7 @@ class ToolCallService:
             logger.warning("tool %s failed: %s", call.tool, error.category)
             return CallOutcome(
                 status="error",
-                error=error,
+                error=redacted_error(error, self.redactor),
                 duration_ms=duration_ms,
                 pod_name=self._pod_name,
                 pod_address=self._pod_address,
@@ -243,7 +246,7 @@ class ToolCallService:
             logger.info("tool %s suspended the execution", call.tool)
         return CallOutcome(
             status=status,
-            result=result,
+            result=self.redactor.value(result),
             duration_ms=duration_ms,
             pod_name=self._pod_name,
             pod_address=self._pod_address,
@@ -296,15 +299,15 @@ class ToolCallService:
                 explanation=f"this Tool Pod has no tool named {call.tool!r}; GET /tools lists its tools",
             )
         if isinstance(exc, ToolArgumentError):
-            return CallError(category=INVALID_ARGUMENTS, explanation=redact(str(exc), self._secret_values))
+            return CallError(category=INVALID_ARGUMENTS, explanation=self.redactor.text(str(exc)))
         if isinstance(exc, CredentialMissingError):
-            return CallError(category=CREDENTIAL_MISSING, explanation=redact(str(exc), self._secret_values))
+            return CallError(category=CREDENTIAL_MISSING, explanation=self.redactor.text(str(exc)))
         if isinstance(exc, _TenantToolFailure):
             return CallError(category=exc.category, explanation=exc.explanation)
         if isinstance(exc, BuiltinToolError):
             return CallError(
                 category=exc.category,
-                explanation=redact(exc.explanation, self._secret_values)[:2000],
+                explanation=self.redactor.text(exc.explanation)[:2000],
                 status_code=exc.status_code,
             )
         if isinstance(exc, (httpx.HTTPStatusError, httpx.TimeoutException, httpx.TransportError)):
@@ -322,7 +325,7 @@ class ToolCallService:
             "tool %s raised %s:\n%s",
             call.tool,
             type(exc).__name__,
-            redact("".join(traceback.format_exception(exc)).rstrip(), self._secret_values),
+            self.redactor.text("".join(traceback.format_exception(exc)).rstrip()),
         )
         return CallError(
             category=category,

@@ -202,7 +202,7 @@ def test_github_echoed_token_is_redacted(saas: SaasPeer) -> None:
         make(saas, "github"), "github.list_issues", {"GITHUB_TOKEN": wrong}, owner="acme", repo="widgets"
     )
     assert error.category == "auth"
-    assert wrong not in error.explanation and "[redacted]" in error.explanation
+    assert wrong not in error.explanation and "[redacted]" in error.explanation.lower()
 
 
 # Notion ------------------------------------------------------------------------------------------------

@@ -52,8 +52,10 @@ def test_tool_pod_executes_connector_and_tenant_tools(tool_pod: Component) -> No
         echoed = ok["result"]["body"]
         assert ok["result"]["status_code"] == 200
         assert (echoed["path"], echoed["query"]) == ("/echo/items/42", "q=x")
-        # The credential comes from the Tool Pod's own environment, never from the caller.
-        assert echoed["headers"]["authorization"] == f"Bearer {CONNECTOR_SECRET}"
+        # The credential comes from the Tool Pod's own environment, never from the caller, and the provider's
+        # echo of it leaves the pod redacted (issue 27).
+        assert echoed["headers"]["authorization"] == "Bearer [REDACTED]"
+        assert CONNECTOR_SECRET not in json.dumps(ok)
 
         signed = client.post("/execute", json={"tool": "sign_message", "arguments": {"message": "hi"}}).json()
         expected = hmac.new(SIGNING_KEY.encode(), b"hi", hashlib.sha256).hexdigest()

@@ -149,7 +149,7 @@ def test_explanations_are_sanitized() -> None:
     result = classify_tool_api_error(_status_error(401, body), secrets=["sk_live_42"])
     assert "sk_live_42" not in result.explanation
     assert "evil.invalid" not in result.explanation and "\x1b" not in result.explanation
-    assert result.explanation.startswith("HTTP 401") and "[redacted]" in result.explanation
+    assert result.explanation.startswith("HTTP 401") and "[redacted]" in result.explanation.lower()
     long = classify_tool_api_error(_status_error(500, b"x" * 10_000))
     assert len(long.explanation) <= 300
 

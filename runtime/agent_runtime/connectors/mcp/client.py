@@ -32,6 +32,7 @@ from agent_runtime.connectors.classify import classify_tool_api_error
 from agent_runtime.connectors.framework import INVALID_ARGUMENTS, BuiltinToolError
 from agent_runtime.connectors.policy import CALL_BUDGET_S, MAX_RESPONSE_BYTES
 from agent_runtime.connectors.transport import connector_call, quiet_client_logs
+from agent_runtime.redaction import redactor_for
 
 T = TypeVar("T")
 PROTOCOL_VERSION = "2025-11-25"
@@ -122,7 +123,8 @@ class McpClient:
         if isinstance(outcome, BuiltinToolError):
             del token, arguments
             raise outcome
-        return _capped_result(outcome)
+        # Redacted before the cut: a token the server echoes must not be left half-visible at the end.
+        return _capped_result(redactor_for([token or ""]).value(outcome))
 
     async def _list_pages(self, token: str | None) -> ServerTools:
         tools: list[dict[str, Any]] = []
@@ -452,8 +454,7 @@ def _content_text(content: Any) -> str:
 
 
 def _bounded(text: str, secrets: list[str]) -> str:
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, "[redacted]")
+    text = redactor_for(secrets).text(text)
     text = "".join(c for c in text if c.isprintable() or c == " ")
     return text if len(text) <= _EXPLANATION_LIMIT else text[: _EXPLANATION_LIMIT - 1] + "…"
 
