@@ -6,14 +6,17 @@ the serving Agent's APP_ID and never comes from a request, so no body can reach 
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from agent_runtime.memory.wire import NAMESPACE_SEPARATOR, Kind, RecordView
+from agent_runtime.memory.wire import MAX_EPOCH_S, NAMESPACE_SEPARATOR, Kind, RecordView, Timestamp
+
+logger = logging.getLogger(__name__)
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -59,12 +62,14 @@ class MemoryRecord(BaseModel):
     namespace: str
     content: str
     metadata: dict[str, Any]
-    created_at: float
-    updated_at: float
+    # Bounded as the API bounds them, so a record an older version stored out of range fails to load
+    # (`decode_record` skips it) instead of failing every later call that reads it.
+    created_at: Timestamp
+    updated_at: Timestamp
     embedding_model: str | None = None  # the vector space of its vector; None: not searchable by meaning
     session_id: str | None = None
     role: str | None = None
-    occurred_at: float | None = None
+    occurred_at: Timestamp | None = None
     parent_id: str | None = None
 
     @property
@@ -74,3 +79,30 @@ class MemoryRecord(BaseModel):
     def view(self, **extra: Any) -> RecordView:
         """The API's view: everything but the workspace, which the caller already is."""
         return RecordView(**self.model_dump(exclude={"workspace_id"}), **extra)
+
+
+def decode_record(text: str | bytes, *, key: str) -> MemoryRecord | None:
+    """A stored record, or None (with a log line naming its key and the bad fields, never the content)
+    when it is not one this version can serve: a store written by an older version may hold such a row,
+    and it must not make every read that meets it fail."""
+    try:
+        return MemoryRecord.model_validate_json(text)
+    except ValidationError as exc:
+        fields = sorted(
+            {".".join(str(part) for part in error["loc"]) or "(record)" for error in exc.errors()}
+        )
+        logger.warning("memory record %s skipped: it does not load (%s)", key[:300], ", ".join(fields))
+        return None
+
+
+def kept_created_at(replaced: Any, record: MemoryRecord) -> float:
+    """The `created_at` a replacement keeps: the replaced record's, unless that one is out of range (an
+    older version's row), which would make the new record unreadable too."""
+    created_at = replaced.get("created_at") if isinstance(replaced, dict) else None
+    if (
+        isinstance(created_at, int | float)
+        and not isinstance(created_at, bool)
+        and 0 <= created_at <= MAX_EPOCH_S
+    ):
+        return float(created_at)
+    return record.created_at

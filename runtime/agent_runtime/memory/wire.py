@@ -7,6 +7,7 @@ the wrong scope. Limits are here, so both ends state the same ones.
 from __future__ import annotations
 
 import json
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -21,6 +22,12 @@ TOP_K_DEFAULT = 10
 TOP_K_MAX = 100
 LIST_LIMIT_MAX = 1000
 MAX_EMBEDDING_DIMENSION = 8192
+# What the stores hold (issue 27): a timestamp a datetime can show (a summary prints it), an offset SQLite's
+# OFFSET and MongoDB's skip take, vector components float32 keeps (and whose norm it can compute).
+MAX_EPOCH_S = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+MAX_OFFSET = 2**31 - 1
+MAX_EMBEDDING_COMPONENT = 1e6
+MIN_EMBEDDING_MAGNITUDE = 1e-12
 NAMESPACE_SEPARATOR = "."
 
 # Namespaces are dotted paths ("prefs.food"); segments hold anything printable but the separator, so a
@@ -90,6 +97,11 @@ def check_embedding(value: list[float]) -> list[float]:
         raise ValueError(f"must have 1-{MAX_EMBEDDING_DIMENSION} numbers, got {len(value)}")
     if not any(value):
         raise ValueError("is all zeros; a zero vector has no direction to compare")
+    largest = max(abs(x) for x in value)
+    if not all(math.isfinite(x) for x in value) or largest > MAX_EMBEDDING_COMPONENT:
+        raise ValueError(f"holds a number outside ±{MAX_EMBEDDING_COMPONENT:g}; scale the vector")
+    if largest < MIN_EMBEDDING_MAGNITUDE:
+        raise ValueError(f"has no number of magnitude {MIN_EMBEDDING_MAGNITUDE:g} or more; scale the vector")
     return value
 
 
@@ -101,6 +113,8 @@ Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 ModelId = Annotated[str, AfterValidator(check_model_id)]
 Embedding = Annotated[list[float], AfterValidator(check_embedding)]
 TopK = Annotated[int, Field(ge=1, le=TOP_K_MAX)]
+Timestamp = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
 
 
 class Body(BaseModel):
@@ -131,7 +145,7 @@ class WriteBody(ScopeBody):
     # episodic
     session_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     role: Annotated[str, Field(min_length=1, max_length=64)] | None = None
-    occurred_at: Annotated[float, Field(ge=0)] | None = None
+    occurred_at: Timestamp | None = None
     # taxonomic
     parent_id: RecordId | None = None
 
@@ -160,7 +174,7 @@ class SearchBody(Body):
     top_k: TopK = TOP_K_DEFAULT
     offset: Annotated[int, Field(ge=0, le=10_000)] = 0
     filter: dict[str, Any] | None = None
-    min_score: Annotated[float, Field(ge=-1, le=1)] | None = None
+    min_score: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] | None = None
     session_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
 
     @model_validator(mode="after")
@@ -181,11 +195,11 @@ class ListBody(Body):
     org_id: ScopeId = ""
     user_id: ScopeId = ""
     session_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    since: Annotated[float, Field(ge=0)] | None = None
-    until: Annotated[float, Field(ge=0)] | None = None
+    since: Timestamp | None = None
+    until: Timestamp | None = None
     order: Literal["asc", "desc"] = "desc"
     limit: Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX)] = 50
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Offset = 0
     filter: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -201,8 +215,8 @@ class SummarizeBody(ScopeBody):
     """`POST /memory/episodic/summarize`: an extractive summary of one session's events in a window."""
 
     session_id: Annotated[str, Field(min_length=1, max_length=256)]
-    since: Annotated[float, Field(ge=0)] | None = None
-    until: Annotated[float, Field(ge=0)] | None = None
+    since: Timestamp | None = None
+    until: Timestamp | None = None
     max_highlights: Annotated[int, Field(ge=1, le=50)] = 5
 
     @model_validator(mode="after")
@@ -232,7 +246,7 @@ class NamespacesBody(Body):
     user_id: ScopeId = ""
     prefix: Namespace | None = None
     limit: Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX)] = 100
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Offset = 0
 
 
 class RecordView(BaseModel):

@@ -27,7 +27,13 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import ConfigurationError, InvalidURI
 
 from agent_runtime.memory.filters import Predicate
-from agent_runtime.memory.records import MemoryRecord, NamespaceSelector, Partition
+from agent_runtime.memory.records import (
+    MemoryRecord,
+    NamespaceSelector,
+    Partition,
+    decode_record,
+    kept_created_at,
+)
 from agent_runtime.memory.store.cache import DEFAULT_CACHE_BYTES, IndexCache, IndexKey
 from agent_runtime.memory.store.sqlite import sort_time
 from agent_runtime.memory.store.uri import redact_uri
@@ -61,6 +67,11 @@ def _selector_query(selector: NamespaceSelector) -> Document:
 def _version_id(partition: Partition, namespace: str) -> str:
     parts = (partition.kind.value, partition.workspace_id, partition.org_id, partition.user_id, namespace)
     return "\x1f".join(parts)
+
+
+def _key_text(doc_id: str) -> str:
+    """A record's `_id` for a log line (its parts joined by '/')."""
+    return doc_id.replace("\x1f", "/")
 
 
 def _doc_id(partition: Partition, namespace: str, record_id: str) -> str:
@@ -148,8 +159,9 @@ class MongoStore:
             old = await self._col().find_one({"_id": doc_id})
             if old is not None:
                 # A replacement is the same record changed: it keeps the time it was first written.
-                created_at = json.loads(old["record"])["created_at"]
-                record = record.model_copy(update={"created_at": created_at})
+                record = record.model_copy(
+                    update={"created_at": kept_created_at(json.loads(old["record"]), record)}
+                )
             if keep_vector and old is not None and old.get("vector") is not None:
                 vector = from_bytes(bytes(old["vector"]))
                 record = record.model_copy(update={"embedding_model": old["embedding_model"]})
@@ -167,7 +179,7 @@ class MongoStore:
                     meta=(stored.metadata, stored.session_id),
                 ),
             )
-        return None if old is None else MemoryRecord.model_validate_json(old["record"])
+        return None if old is None else decode_record(old["record"], key=_key_text(doc_id))
 
     @staticmethod
     def _doc(doc_id: str, record: MemoryRecord, vector: Vector | None) -> Document:
@@ -199,8 +211,9 @@ class MongoStore:
     # reads
 
     async def get(self, partition: Partition, namespace: str, record_id: str) -> MemoryRecord | None:
-        doc = await self._col().find_one({"_id": _doc_id(partition, namespace, record_id)}, {"record": 1})
-        return None if doc is None else MemoryRecord.model_validate_json(doc["record"])
+        doc_id = _doc_id(partition, namespace, record_id)
+        doc = await self._col().find_one({"_id": doc_id}, {"record": 1})
+        return None if doc is None else decode_record(doc["record"], key=_key_text(doc_id))
 
     async def list_records(
         self,
@@ -232,7 +245,9 @@ class MongoStore:
         found: list[MemoryRecord] = []
         skipped = 0
         async for doc in cursor:
-            record = MemoryRecord.model_validate_json(doc["record"])
+            record = decode_record(doc["record"], key=_key_text(doc["_id"]))
+            if record is None:
+                continue
             if keep is not None:
                 if not keep(record.metadata):
                     continue
@@ -278,8 +293,9 @@ class MongoStore:
         found = []
         for (score, _, _), doc_id in zip(best, wanted, strict=True):
             doc = await self._col().find_one({"_id": doc_id}, {"record": 1})
-            if doc is not None:
-                found.append((MemoryRecord.model_validate_json(doc["record"]), score))
+            record = None if doc is None else decode_record(doc["record"], key=_key_text(doc_id))
+            if record is not None:
+                found.append((record, score))
         return found
 
     async def _index(self, key: IndexKey) -> VectorIndex:

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_runtime.memory.filters import Predicate
-from agent_runtime.memory.records import MemoryRecord, NamespaceSelector, Partition
+from agent_runtime.memory.records import (
+    MemoryRecord,
+    NamespaceSelector,
+    Partition,
+    decode_record,
+    kept_created_at,
+)
 from agent_runtime.memory.store.cache import DEFAULT_CACHE_BYTES, IndexCache, IndexKey
 from agent_runtime.memory.vectors import Vector, VectorIndex, from_bytes, to_bytes
 from agent_runtime.memory.wire import NAMESPACE_SEPARATOR, Kind
@@ -73,6 +79,11 @@ def sort_time(record: MemoryRecord) -> float:
     if record.kind is Kind.EPISODIC and record.occurred_at is not None:
         return record.occurred_at
     return record.updated_at
+
+
+def _key_text(key: tuple[str, ...]) -> str:
+    """A record's key for a log line: kind, workspace, org, user, namespace and id (no content)."""
+    return "/".join(key)
 
 
 def _partition_params(partition: Partition) -> tuple[str, ...]:
@@ -180,8 +191,7 @@ class SqliteStore:
             row = db.execute(_GET_WITH_VECTOR, key).fetchone()
             if row is not None:
                 # A replacement is the same record changed: it keeps the time it was first written.
-                created_at = json.loads(row[0])["created_at"]
-                record = record.model_copy(update={"created_at": created_at})
+                record = record.model_copy(update={"created_at": kept_created_at(json.loads(row[0]), record)})
             if keep_vector and row is not None and row[1] is not None:
                 vector = from_bytes(row[1])
                 record = record.model_copy(update={"embedding_model": row[2]})
@@ -208,7 +218,7 @@ class SqliteStore:
             model=record.embedding_model,
             meta=(record.metadata, record.session_id),
         )
-        return None if row is None else MemoryRecord.model_validate_json(row[0])
+        return None if row is None else decode_record(row[0], key=_key_text(key))
 
     async def delete(self, partition: Partition, namespace: str, record_ids: list[str]) -> int:
         return await self._run(self._delete, partition, namespace, record_ids)
@@ -230,8 +240,9 @@ class SqliteStore:
     # reads
 
     async def get(self, partition: Partition, namespace: str, record_id: str) -> MemoryRecord | None:
-        row = await self._run(self._fetchone, _GET, (*_partition_params(partition), namespace, record_id))
-        return None if row is None else MemoryRecord.model_validate_json(row[0])
+        key = (*_partition_params(partition), namespace, record_id)
+        row = await self._run(self._fetchone, _GET, key)
+        return None if row is None else decode_record(row[0], key=_key_text(key))
 
     def _fetchone(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self._db().execute(sql, params).fetchone()
@@ -265,7 +276,7 @@ class SqliteStore:
             params.append(until)
         direction = "DESC" if descending else "ASC"
         sql = (
-            f"SELECT record FROM records WHERE {' AND '.join(where)} "  # noqa: S608 (fixed fragments only)
+            f"SELECT record, namespace, id FROM records WHERE {' AND '.join(where)} "  # noqa: S608 (fixed fragments only)
             f"ORDER BY sort_at {direction}, id {direction}"
         )
         if keep is None:
@@ -276,14 +287,15 @@ class SqliteStore:
     def _list(
         self, sql: str, params: tuple[Any, ...], keep: Predicate | None, limit: int, offset: int
     ) -> list[MemoryRecord]:
-        rows: Iterator[tuple[str]] = self._db().execute(sql, params)
+        rows: Iterator[tuple[str, str, str]] = self._db().execute(sql, params)
         if keep is None:
-            return [MemoryRecord.model_validate_json(row[0]) for row in rows]
+            decoded = (decode_record(text, key=f"{namespace}/{rid}") for text, namespace, rid in rows)
+            return [record for record in decoded if record is not None]
         found: list[MemoryRecord] = []
         skipped = 0
-        for (text,) in rows:
-            record = MemoryRecord.model_validate_json(text)
-            if not keep(record.metadata):
+        for text, namespace, record_id in rows:
+            record = decode_record(text, key=f"{namespace}/{record_id}")
+            if record is None or not keep(record.metadata):
                 continue
             if skipped < offset:
                 skipped += 1
@@ -335,9 +347,11 @@ class SqliteStore:
         hits.sort(key=lambda hit: -hit[0])
         found = []
         for score, namespace, record_id in hits[:limit]:
-            row = self._fetchone(_GET, (*_partition_params(partition), namespace, record_id))
-            if row is not None:
-                found.append((MemoryRecord.model_validate_json(row[0]), score))
+            key = (*_partition_params(partition), namespace, record_id)
+            row = self._fetchone(_GET, key)
+            record = None if row is None else decode_record(row[0], key=_key_text(key))
+            if record is not None:
+                found.append((record, score))
         return found
 
     def _index(self, key: IndexKey) -> VectorIndex:
