@@ -118,6 +118,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         redact_logs(redactor_for(tenant_secret_env(env).values()))
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
     from agent_runtime.connectors import resolve_runtime_bundle
+    from agent_runtime.execution_token import verifier_from_env
     from agent_runtime.sdk import App, load_app
     from agent_runtime.servers.aer import build_aer_app
     from agent_runtime.servers.auth import rotating_runtime_token
@@ -125,6 +126,15 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
 
     # One token for the guard and the OE client, read again when the mounted Secret changes.
     token = rotating_runtime_token(env)
+    # The OE's public key (rendered by the operator): with it only the OE's signed statements open the
+    # Tool Pod and the AER's POST /execute (issue 27).
+    verifier = verifier_from_env(env)
+    if verifier is None:
+        logger.warning(
+            "no OE public key (AGENTIC_OE_PUBLIC_KEY_FILE): the %s accepts the runtime token from any "
+            "holder; a local run only, rendered pods always mount the key",
+            mode.value,
+        )
     spec = env.get(ENTRYPOINT_ENV, "").strip()
     tenant: App | None = None
     if spec:
@@ -153,6 +163,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
             pod_address=pod.address,
             drain_settings=drain_settings,
             builtins=bundle.builtins,
+            verifier=verifier,
         )
     if tenant is None:
         raise LaunchError(
@@ -175,6 +186,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         pod=pod,
         drain_settings=drain_settings,
         builtins=bundle.builtins,
+        verifier=verifier,
     )
 
 

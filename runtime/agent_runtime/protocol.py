@@ -134,6 +134,9 @@ class AERExecuteRequest(Request):
     input: Any = None
     resume: bool = False
     suspend_replies: list[SuspendReply] = Field(default_factory=list)
+    # The OE's signed statement (audience memory) for this run's user and org: the run's MemoryClient
+    # presents it, and the Memory server takes user and org from it alone (issue 27). Never logged.
+    memory_credential: str | None = Field(default=None, max_length=4096, repr=False)
 
 
 class AERExecutionStatus(BaseModel):

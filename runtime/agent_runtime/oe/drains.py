@@ -458,7 +458,14 @@ class DrainCaller:
         data = body.model_dump_json().encode()
         try:
             async with authorized(
-                self._pool(), "POST", target.address + path, reg=reg, data=data, timeout=timeout
+                self._pool(),
+                "POST",
+                target.address + path,
+                reg=reg,
+                audience=target.component,
+                execution_id=record.execution_id,
+                data=data,
+                timeout=timeout,
             ) as response:
                 raw = await response.read()
                 status = response.status

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic.alias_generators import to_camel
 
+from agent_runtime.execution_token import Audience, StatementSigner
 from agent_runtime.oe.policy import ToolPolicy
 
 # A Secret in the OE's namespace carrying one registration under this key, selected by this label.
@@ -44,6 +45,8 @@ class AgentRegistration(BaseModel):
     # Tokens this Agent held before its current one, each with the (monotonic) time its grace period ends;
     # set by the Registry, never read from a document (see `tokens`).
     _retired: tuple[tuple[SecretStr, float], ...] = PrivateAttr(default=())
+    # The OE's signer (set by the Registry): calls to this Agent's runtimes carry a statement of it.
+    _signer: StatementSigner | None = PrivateAttr(default=None)
 
     @field_validator("aer_url", "tool_url")
     @classmethod
@@ -81,6 +84,43 @@ class AgentRegistration(BaseModel):
         updated = self.model_copy()
         updated._retired = retired
         return updated
+
+    @property
+    def signer(self) -> StatementSigner | None:
+        return self._signer
+
+    def with_signer(self, signer: StatementSigner | None) -> AgentRegistration:
+        """A copy whose runtime calls are signed by `signer` (the Registry's)."""
+        updated = self.model_copy()
+        updated._signer = signer
+        return updated
+
+    def statements(
+        self,
+        audience: Audience,
+        *,
+        execution_id: str = "",
+        user_id: str | None = None,
+        org_id: str | None = None,
+        ttl_s: float | None = None,
+    ) -> tuple[str, ...]:
+        """The OE's statements for one call to this Agent's `audience`: signed by the current key, then
+        by the previous one while in grace (a runtime whose mounted public key has not changed yet)."""
+        if self._signer is None:
+            return ()
+        claims: dict[str, Any] = {
+            "audience": audience,
+            "agent": self.agent,
+            "workspace": self.workspace_id,
+            "execution_id": execution_id,
+            "user_id": user_id,
+            "org_id": org_id,
+            "purpose": "execution" if execution_id else "control",
+            "ttl_s": ttl_s,
+        }
+        current = self._signer.issue(**claims)
+        previous = self._signer.issue(**claims, previous_key=True)
+        return tuple(statement for statement in (current, previous) if statement)
 
     def tool(self, name: str) -> ToolEntry | None:
         return next((entry for entry in self.tools if entry.name == name), None)

@@ -27,6 +27,7 @@ import httpx
 import yaml
 from pydantic import SecretStr, ValidationError
 
+from agent_runtime.execution_token import StatementSigner, signer_from_env
 from agent_runtime.oe.registration import (
     REGISTRATION_KEY,
     REGISTRATION_LABEL,
@@ -119,7 +120,11 @@ class Registry:
         *,
         grace_s: float = DEFAULT_GRACE_S,
         clock: Callable[[], float] = time.monotonic,
+        signer: StatementSigner | None = None,
     ) -> None:
+        # The OE's signing key: every registration carries it, so each call to an Agent's runtimes is
+        # made with a statement for that call (issue 27); None: with the Agent's runtime token only.
+        self._signer = signer
         self._by_agent: dict[str, AgentRegistration] = {}
         self._by_digest: dict[str, AgentRegistration] = {}
         self._grace_s = grace_s
@@ -138,6 +143,15 @@ class Registry:
 
     def get(self, agent: str) -> AgentRegistration | None:
         return self._by_agent.get(agent)
+
+    @property
+    def signer(self) -> StatementSigner | None:
+        return self._signer
+
+    def use_signer(self, signer: StatementSigner | None) -> None:
+        """Sign the calls to every Agent's runtimes with `signer` from now on."""
+        self._signer = signer
+        self._retire(dict(self._by_agent))
 
     def by_token(self, token: str) -> AgentRegistration | None:
         """The Agent a runtime token belongs to: one dict lookup by digest, no comparison loop; a token the
@@ -221,9 +235,9 @@ class Registry:
             held.setdefault(agent, []).append((token, until))
         for agent, registration in list(self._by_agent.items()):
             retired = tuple(held.get(agent, ()))
-            if registration.retired != retired:
+            if registration.retired != retired or registration.signer is not self._signer:
                 # A copy: the source keeps the registration as parsed, to compare the next version with.
-                updated = registration.with_retired(retired)
+                updated = registration.with_retired(retired).with_signer(self._signer)
                 self._by_agent[agent] = updated
                 self._by_digest[updated.token_digest()] = updated
 
@@ -611,6 +625,10 @@ def _describe(exc: BaseException) -> str:
 
 def from_env(env: Mapping[str, str], *, registry: Registry | None = None) -> RegistrationSource:
     """`OE_REGISTRATIONS_DIR` set: that directory (dev mode); else, in a cluster, its namespace's Secrets."""
+    signer = signer_from_env(env)  # AGENTIC_OE_SIGNING_KEY_FILE: the OE's own credential for runtimes
+    if signer is not None:
+        registry = registry if registry is not None else Registry()
+        registry.use_signer(signer)
     directory = env.get(REGISTRATIONS_DIR_ENV, "").strip()
     if directory:
         return DirectorySource(directory, registry=registry)

@@ -2,7 +2,7 @@
 
 aiohttp's pool, not httpx's: the OE sits on every step of every execution, and httpx's async pool loses
 most of its throughput under concurrency (see connectors/async_client.py). Each call carries the
-Agent's own runtime token; no error text here ever quotes it.
+OE's statement for that call (oe/runtime_auth.py); no error text here ever quotes a credential.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
+from agent_runtime.execution_token import MEMORY_TTL_S
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.runtime_auth import authorized
 from agent_runtime.protocol import (
@@ -110,10 +111,30 @@ class Runtimes:
         Returns its answer, which names the pod that took the run (None when it was already running there).
         """
         url = reg.aer_url + AER_EXECUTE_PATH
+        # The run's memory statement: its MemoryClient passes it on, and the Memory server takes the user
+        # and org from it alone. Signed afresh for each run (a resume gets its own).
+        memory = reg.statements(
+            "memory",
+            execution_id=request.execution_id,
+            user_id=request.user_id,
+            org_id=request.org_id,
+            ttl_s=MEMORY_TTL_S,
+        )
+        if memory:
+            request = request.model_copy(update={"memory_credential": memory[0]})
         body = request.model_dump_json().encode()
         try:
             async with authorized(
-                self._pool(), "POST", url, reg=reg, data=body, timeout=self._short
+                self._pool(),
+                "POST",
+                url,
+                reg=reg,
+                audience="aer",
+                execution_id=request.execution_id,
+                user_id=request.user_id,
+                org_id=request.org_id,
+                data=body,
+                timeout=self._short,
             ) as response:
                 # 409: this AER runs it already (another OE replica, or a retry, got there first).
                 if response.status in (200, 202):
@@ -132,7 +153,15 @@ class Runtimes:
         """True if the AER runs it, False if it says it does not, None if it could not be asked."""
         url = f"{reg.aer_url}{AER_EXECUTIONS_PATH}/{execution_id}"
         try:
-            async with authorized(self._pool(), "GET", url, reg=reg, timeout=self._short) as response:
+            async with authorized(
+                self._pool(),
+                "GET",
+                url,
+                reg=reg,
+                audience="aer",
+                execution_id=execution_id,
+                timeout=self._short,
+            ) as response:
                 if response.status == 200:
                     return True
                 if response.status == 404:
@@ -145,7 +174,9 @@ class Runtimes:
         """The AER's `GET /tools` (with `is_local` and `sensitive`), or None when it cannot be read."""
         url = reg.aer_url + AER_TOOLS_PATH
         try:
-            async with authorized(self._pool(), "GET", url, reg=reg, timeout=self._short) as response:
+            async with authorized(
+                self._pool(), "GET", url, reg=reg, audience="aer", timeout=self._short
+            ) as response:
                 if response.status != 200:
                     logger.warning("the AER of %s answered HTTP %d to GET /tools", reg.agent, response.status)
                     return None
@@ -159,12 +190,16 @@ class Runtimes:
         self, reg: AgentRegistration, *, tool: str, arguments: dict[str, Any], execution_id: str, step: int
     ) -> CallOutcome:
         body = {"tool": tool, "arguments": arguments, "execution_id": execution_id, "step": step}
-        return await self._call(reg, TOOL_EXECUTE_PATH, body)
+        return await self._call(reg, TOOL_EXECUTE_PATH, body, execution_id=execution_id)
 
     async def invoke_llm(self, reg: AgentRegistration, request: InvokeLLMRequest) -> CallOutcome:
-        return await self._call(reg, INVOKE_LLM_PATH, request.model_dump(mode="json"))
+        return await self._call(
+            reg, INVOKE_LLM_PATH, request.model_dump(mode="json"), execution_id=request.execution_id or ""
+        )
 
-    async def _call(self, reg: AgentRegistration, path: str, body: dict[str, Any]) -> CallOutcome:
+    async def _call(
+        self, reg: AgentRegistration, path: str, body: dict[str, Any], *, execution_id: str
+    ) -> CallOutcome:
         """POST to the Tool Pod. Unreachable or a broken answer is the tool's failure (OE-12), not ours.
 
         A refused connection means nothing was sent, so it is retried for `tool_pod_connect_retry_s` (a
@@ -180,7 +215,14 @@ class Runtimes:
         while True:
             try:
                 async with authorized(
-                    self._pool(), "POST", url, reg=reg, data=data, timeout=self._timeout
+                    self._pool(),
+                    "POST",
+                    url,
+                    reg=reg,
+                    audience="tool",
+                    execution_id=execution_id,
+                    data=data,
+                    timeout=self._timeout,
                 ) as response:
                     payload = await response.read()
                     if response.status != 200:

@@ -37,6 +37,8 @@ class RequestContext:
     # `{name, description, inputSchema}` of every tool the agent may offer a model.
     tools: tuple[dict[str, Any], ...] = ()
     construction: bool = False
+    # The OE's memory statement for this run (see MemoryClient); never shown.
+    memory_credential: str | None = field(default=None, repr=False)
 
 
 @dataclass

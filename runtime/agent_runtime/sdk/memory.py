@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import httpx
 
 from agent_runtime.contract import TOKEN_ENV, TOKEN_FILE_ENV
+from agent_runtime.memory.scope import STATEMENT_HEADER
 from agent_runtime.memory.wire import (
     Kind,
     NamespacesAnswer,
@@ -122,8 +123,11 @@ def _context() -> RequestContext | None:
         return None
 
 
-def _bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
+def _bearer(token: str, statement: str | None = None) -> dict[str, str]:
+    headers = {"authorization": f"Bearer {token}"}
+    if statement:
+        headers[STATEMENT_HEADER] = statement
+    return headers
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,13 +137,22 @@ def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
 class MemoryClient:
     """One Agent's Memory server over HTTP. Create one per process and `await aclose()` at the end."""
 
-    def __init__(self, base_url: str, *, token: TokenLike, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: TokenLike,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        statement: str | None = None,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise MemoryConfigError(f"{MEMORY_URL_ENV} must be an http(s) URL, e.g. http://agent-memory:8081")
         self._base = base_url.rstrip("/")
         # Sent per request: the token follows its mounted file, and a 401 during a rotation is retried.
         self._token = as_rotating(token)
         self._timeout = timeout_s
+        # An explicit OE statement (an export outside an execution); inside a run, the run's own is sent.
+        self._statement = statement
         self._async: httpx.AsyncClient | None = None
         self._sync: httpx.Client | None = None
 
@@ -159,6 +172,14 @@ class MemoryClient:
         return cls(url, token=_rotating_token_from_env(env))
 
     # transport
+
+    def _statement_now(self) -> str | None:
+        """The OE's memory statement: the running execution's (the Memory server takes the user and org
+        from it alone, issue 27), else the one this client was made with."""
+        context = _context()
+        if context is not None and context.memory_credential:
+            return context.memory_credential
+        return self._statement
 
     def _answer(self, response: httpx.Response) -> Any:
         if response.status_code == 204:
@@ -183,12 +204,20 @@ class MemoryClient:
         token = self._token.current()
         try:
             response = await self._async.request(
-                method, self._base + path, json=json, params=params, headers=_bearer(token)
+                method,
+                self._base + path,
+                json=json,
+                params=params,
+                headers=_bearer(token, self._statement_now()),
             )
             # The server's guard refused the token before any handler ran: again with the other tokens.
             for other in self._token.alternatives(token) if response.status_code == 401 else ():
                 response = await self._async.request(
-                    method, self._base + path, json=json, params=params, headers=_bearer(other)
+                    method,
+                    self._base + path,
+                    json=json,
+                    params=params,
+                    headers=_bearer(other, self._statement_now()),
                 )
                 if response.status_code != 401:
                     break
@@ -202,11 +231,19 @@ class MemoryClient:
         token = self._token.current()
         try:
             response = self._sync.request(
-                method, self._base + path, json=json, params=params, headers=_bearer(token)
+                method,
+                self._base + path,
+                json=json,
+                params=params,
+                headers=_bearer(token, self._statement_now()),
             )
             for other in self._token.alternatives(token) if response.status_code == 401 else ():
                 response = self._sync.request(
-                    method, self._base + path, json=json, params=params, headers=_bearer(other)
+                    method,
+                    self._base + path,
+                    json=json,
+                    params=params,
+                    headers=_bearer(other, self._statement_now()),
                 )
                 if response.status_code != 401:
                     break

@@ -24,10 +24,11 @@ from starlette.routing import Route
 
 from agent_runtime.connectors import ToolDefinitions
 from agent_runtime.connectors.framework import BuiltinConnectorDefs
+from agent_runtime.execution_token import StatementVerifier
 from agent_runtime.protocol import AER_EXECUTE_PATH, AER_EXECUTION_PATH, AERExecuteRequest, AERExecutionStatus
 from agent_runtime.sdk import App, OEApi
 from agent_runtime.sdk.tracking import ExecutionDraining
-from agent_runtime.servers.auth import ASGIApp, TokenLike
+from agent_runtime.servers.auth import STATEMENT_SCOPE_KEY, ASGIApp, StatementGuard, TokenLike
 from agent_runtime.servers.bodies import MAX_BODY_BYTES, malformed, read_request_body, too_large
 from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.drain import DrainSettings, PodIdentity, WorkRegistry
@@ -58,6 +59,12 @@ def execution_routes(runner: ExecutionRunner, *, pod: PodIdentity | None = None)
             call = AERExecuteRequest.model_validate_json(body)
         except ValidationError as exc:
             return JSONResponse(malformed(exc), status_code=400)
+        claims = request.scope.get(STATEMENT_SCOPE_KEY)
+        if claims is not None and claims.execution_id != call.execution_id:
+            return JSONResponse(
+                {"error": "wrong_execution", "detail": "the OE's statement is for another execution"},
+                status_code=403,
+            )
         try:
             runner.start(call)
         except WorkspaceMismatchError:
@@ -93,6 +100,7 @@ def build_aer_app(
     pod: PodIdentity | None = None,
     drain_settings: DrainSettings | None = None,
     builtins: Sequence[BuiltinConnectorDefs] = (),
+    verifier: StatementVerifier | None = None,
 ) -> ASGIApp:
     """The AER app over a loaded bundle (built-in connectors included) and tenant App; runs report to `oe`."""
     pod = pod or PodIdentity()
@@ -128,4 +136,17 @@ def build_aer_app(
         metrics=metrics,
         readiness=Readiness(),
         on_shutdown=shutdown,
+        # With the OE's public key, `POST /execute` opens only to the OE's statement for this AER: tenant
+        # code holding the runtime token cannot start runs, nor name another user for one. The token still
+        # opens the other routes: they give the AER nothing it does not have.
+        guard=None
+        if verifier is None
+        else lambda asgi: StatementGuard(
+            asgi,
+            verifier=verifier,
+            audience="aer",
+            workspace=app_id,
+            token=token,
+            token_opens=lambda path: path != AER_EXECUTE_PATH,
+        ),
     )

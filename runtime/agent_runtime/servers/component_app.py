@@ -27,10 +27,12 @@ def build_component_app(
     on_startup: Hook | None = None,
     on_shutdown: Hook | None = None,
     fast_path: Callable[[ASGIApp], ASGIApp] | None = None,
+    guard: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> ASGIApp:
     """A Starlette app with the component's routes plus /healthz, /readyz and /metrics, behind the token.
 
     `fast_path` wraps the Starlette app (inside the token guard) for a hot route served as plain ASGI.
+    `guard`, when given, replaces the token guard (a runtime the OE calls: `StatementGuard`).
     """
 
     async def metrics_endpoint(_: Request) -> Response:
@@ -54,4 +56,6 @@ def build_component_app(
         lifespan=lifespan,
     )
     inner: ASGIApp = fast_path(app) if fast_path is not None else app
+    if guard is not None:
+        return guard(inner)
     return BearerTokenGuard(inner, token=token)

@@ -104,6 +104,7 @@ def request_context(request: AERExecuteRequest, *, tools: Sequence[dict[str, Any
         org_id=request.org_id,
         resume=request.resume,
         tools=tuple(tools),
+        memory_credential=request.memory_credential,
     )
 
 

@@ -18,7 +18,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agent_runtime.contract import APP_ID_ENV
+from agent_runtime.execution_token import StatementError, StatementVerifier, verifier_from_env
 from agent_runtime.memory.embeddings import Embedder, EmbeddingError, embedder_from_env
+from agent_runtime.memory.scope import STATEMENT_HEADER, ScopeRefused, check_operation, scoped
 from agent_runtime.memory.service import Conflict, InvalidRequest, MemoryService, RecordNotFound
 from agent_runtime.memory.store import MemoryStore, open_store
 from agent_runtime.memory.wire import (
@@ -77,9 +79,41 @@ async def _parse(request: Request, model: type[M]) -> M:
     if raw is None:
         raise HTTPError(413, "body_too_large", f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        return model.model_validate_json(raw or b"null")
+        parsed = model.model_validate_json(raw or b"null")
     except ValidationError as exc:
         raise _invalid(validation_problems(exc)) from None
+    return _granted(request, parsed)
+
+
+def _granted(request: Request, body: M) -> M:
+    """The body scoped to the statement's user and org (unchanged when the server has no OE key)."""
+    claims = getattr(request.state, "statement", None)
+    if claims is None:
+        return body
+    try:
+        return scoped(body, org_id=claims.org_id, user_id=claims.user_id)
+    except ScopeRefused as exc:
+        raise HTTPError(403, exc.reason, exc.detail) from None
+
+
+def _statement(request: Request, verifier: StatementVerifier, *, workspace_id: str, operation: str) -> None:
+    """Verify the OE's memory statement (header `x-agent-engine-statement`) into `request.state`."""
+    presented = request.headers.get(STATEMENT_HEADER, "").strip()
+    if not presented:
+        raise HTTPError(
+            403,
+            "statement_required",
+            f"a memory call needs the OE's statement for its execution in the {STATEMENT_HEADER} header; "
+            "MemoryClient sends the one the OE gave the run",
+        )
+    try:
+        claims = verifier.verify(presented, audience="memory", workspace=workspace_id or None)
+        check_operation(operation, purpose=claims.purpose)
+    except StatementError as exc:
+        raise HTTPError(403, f"statement_{exc.reason}", exc.detail) from None
+    except ScopeRefused as exc:
+        raise HTTPError(403, exc.reason, exc.detail) from None
+    request.state.statement = claims
 
 
 def _record_id(request: Request) -> str:
@@ -93,17 +127,21 @@ def _record_id(request: Request) -> str:
 def _scope_from_query(request: Request, *, extra: frozenset[str] = frozenset()) -> ScopeBody:
     params = {key: value for key, value in request.query_params.items() if key not in extra}
     try:
-        return ScopeBody.model_validate(params)
+        parsed = ScopeBody.model_validate(params)
     except ValidationError as exc:
         raise _invalid(validation_problems(exc)) from None
+    return _granted(request, parsed)
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:
     return Response(model.model_dump_json(), status_code=status, media_type="application/json")
 
 
-def build_memory_routes(service: MemoryService, metrics: MemoryMetrics) -> list[Route]:
-    """The API routes (M-05) over one service."""
+def build_memory_routes(
+    service: MemoryService, metrics: MemoryMetrics, *, verifier: StatementVerifier | None = None
+) -> list[Route]:
+    """The API routes (M-05) over one service; with `verifier`, each call's user and org come from the
+    OE's statement alone (issue 27)."""
 
     def operation(name: str, handler: Handler, *, kinds: tuple[Kind, ...] | None = None) -> Callable:
         async def endpoint(request: Request) -> Response:
@@ -112,6 +150,8 @@ def build_memory_routes(service: MemoryService, metrics: MemoryMetrics) -> list[
             try:
                 kind = kinds[0] if kinds is not None and len(kinds) == 1 else _kind(request)
                 label = kind.value
+                if verifier is not None:
+                    _statement(request, verifier, workspace_id=service.workspace_id, operation=name)
                 response = await handler(request, kind)
             except HTTPError as exc:
                 response = JSONResponse(exc.body, status_code=exc.status)
@@ -207,7 +247,12 @@ def build_memory_routes(service: MemoryService, metrics: MemoryMetrics) -> list[
 
 
 def build_memory_app(
-    *, store: MemoryStore, embedder: Embedder, token: TokenLike, workspace_id: str
+    *,
+    store: MemoryStore,
+    embedder: Embedder,
+    token: TokenLike,
+    workspace_id: str,
+    verifier: StatementVerifier | None = None,
 ) -> ASGIApp:
     """The Memory server: opens the store (and loads a local model) at start-up, closes them at shutdown."""
     service = MemoryService(store=store, embedder=embedder, workspace_id=workspace_id)
@@ -228,7 +273,7 @@ def build_memory_app(
         await embedder.aclose()
 
     return build_component_app(
-        routes=build_memory_routes(service, MemoryMetrics(metrics.registry)),
+        routes=build_memory_routes(service, MemoryMetrics(metrics.registry), verifier=verifier),
         token=token,
         metrics=metrics,
         readiness=readiness,
@@ -242,6 +287,16 @@ def build_memory_from_env(env: Mapping[str, str]) -> ASGIApp:
     token = rotating_runtime_token(env)  # read again when the mounted Secret changes
     store = open_store(env)
     embedder = embedder_from_env(env)
+    verifier = verifier_from_env(env)  # the OE's public key: user and org from its statements only
+    if verifier is None:
+        logger.warning(
+            "no OE public key (AGENTIC_OE_PUBLIC_KEY_FILE): callers name the user and org themselves; "
+            "a local run only, rendered pods always mount the key"
+        )
     return build_memory_app(
-        store=store, embedder=embedder, token=token, workspace_id=env.get(APP_ID_ENV, "").strip()
+        store=store,
+        embedder=embedder,
+        token=token,
+        workspace_id=env.get(APP_ID_ENV, "").strip(),
+        verifier=verifier,
     )

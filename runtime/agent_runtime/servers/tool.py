@@ -16,10 +16,19 @@ from starlette.routing import Route
 
 from agent_runtime.connectors import ToolDefinitions
 from agent_runtime.connectors.framework import BuiltinConnectorDefs
+from agent_runtime.execution_token import Claims, StatementVerifier
 from agent_runtime.logging_config import log_context
 from agent_runtime.protocol import INVOKE_LLM_PATH, TOOL_EXECUTE_PATH, CallOutcome, InvokeLLMRequest
 from agent_runtime.sdk import App
-from agent_runtime.servers.auth import ASGIApp, Receive, Scope, Send, TokenLike
+from agent_runtime.servers.auth import (
+    STATEMENT_SCOPE_KEY,
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    StatementGuard,
+    TokenLike,
+)
 from agent_runtime.servers.bodies import (
     MAX_BODY_BYTES,
     dumps,
@@ -70,6 +79,10 @@ class ExecuteEndpoint:
         except ValidationError as exc:
             await _send_json(send, 422, dumps(malformed(exc)))
             return
+        refused = _other_execution(scope.get(STATEMENT_SCOPE_KEY), call.execution_id)
+        if refused is not None:
+            await _send_json(send, 403, refused)
+            return
         with log_context(execution_id=call.execution_id, step=call.step):
             outcome = await self._recent.once(
                 route=EXECUTE_PATH,
@@ -79,6 +92,15 @@ class ExecuteEndpoint:
                 run=lambda: self._service.execute(call),
             )
         await _send_json(send, 200, _response_json(outcome))
+
+
+def _other_execution(claims: Claims | None, execution_id: str | None) -> bytes | None:
+    """A statement for one execution opens that execution's calls only (None: allowed)."""
+    if claims is None or claims.execution_id == (execution_id or ""):
+        return None
+    return dumps(
+        {"error": "wrong_execution", "detail": "the OE's statement is for another execution than the body's"}
+    )
 
 
 async def _send_json(
@@ -101,6 +123,9 @@ def invoke_llm_route(service: LLMCallService, *, recent: RecentCalls | None = No
             call = InvokeLLMRequest.model_validate_json(body)
         except ValidationError as exc:
             return JSONResponse(malformed(exc), status_code=422)
+        refused = _other_execution(request.scope.get(STATEMENT_SCOPE_KEY), call.execution_id)
+        if refused is not None:
+            return Response(refused, status_code=403, media_type="application/json")
         with log_context(execution_id=call.execution_id, step=call.step):
             outcome = await memory.once(
                 route=INVOKE_LLM_PATH,
@@ -125,6 +150,7 @@ def build_tool_app(
     pod_address: str | None = None,
     drain_settings: DrainSettings | None = None,
     builtins: Sequence[BuiltinConnectorDefs] = (),
+    verifier: StatementVerifier | None = None,
 ) -> ASGIApp:
     """The Tool Pod app: executors (and built-in connectors) made now and closed at shutdown; the entrypoint
     built at start-up."""
@@ -181,4 +207,9 @@ def build_tool_app(
         on_startup=construct,
         on_shutdown=service.aclose,
         fast_path=lambda asgi: ExecuteEndpoint(asgi, service=service, recent=recent),
+        # With the OE's public key, only the OE's statements open the Tool Pod: not the runtime token the
+        # AER holds (issue 27). Without it (apps built directly, local runs) the token guard of old.
+        guard=None
+        if verifier is None
+        else lambda asgi: StatementGuard(asgi, verifier=verifier, audience="tool", workspace=app_id),
     )

@@ -21,7 +21,7 @@ import httpx
 
 from agent_runtime.connectors import build_bundle, write_bundle
 from tests.conftest import REPO_ROOT, Process
-from tests.integration.loop.harness import AGENT, RUNTIME_TOKEN, Platform, Tenant
+from tests.integration.loop.harness import AGENT, Platform, Tenant
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 DRAIN_VECTORS = FIXTURES / "drain" / "contract.json"
@@ -173,7 +173,12 @@ class RuntimeUnderTest:
     # the contract's own requests
 
     def post(self, path: str, body: dict[str, Any], *, token: bool = True) -> httpx.Response:
-        headers = {"authorization": f"Bearer {RUNTIME_TOKEN}"} if token else {}
+        # What the OE presents: its statement for this runtime and execution (the token without keys).
+        headers = (
+            self.platform.runtime_headers(self.name, execution_id=str(body.get("execution_id", "")))
+            if token
+            else {}
+        )
         return httpx.post(self.url + path, json=body, headers=headers, timeout=30)
 
 

@@ -18,6 +18,14 @@ from typing import Any
 
 import httpx
 
+from agent_runtime.execution_token import (
+    PUBLIC_KEY_FILE_ENV,
+    SIGNING_KEY_FILE_ENV,
+    Claims,
+    generate_private_key_pem,
+    public_key_pem,
+    sign,
+)
 from agent_runtime.oe.registration import tool_entries
 from tests.conftest import REPO_ROOT, Process, free_port
 from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
@@ -67,6 +75,8 @@ class Platform:
     aer_port: int = field(default_factory=free_port)
     tool_port: int = field(default_factory=free_port)
     processes: dict[str, Process] = field(default_factory=dict)
+    # As the chart and the operator render it: the OE signs its calls, runtimes hold only the public key.
+    oe_keys: bool = True
 
     @property
     def oe_url(self) -> str:
@@ -76,11 +86,53 @@ class Platform:
     def ledger(self) -> Path:
         return self.tmp / "ledger.txt"
 
+    def key_files(self) -> tuple[Path, Path]:
+        """The OE's signing key and its public key (the chart's Secret and ConfigMap), made once."""
+        directory = self.tmp / "oe-keys"
+        private, public = directory / "signing-key.pem", directory / "public-key.pem"
+        if not private.exists():
+            directory.mkdir(exist_ok=True)
+            pem = generate_private_key_pem()
+            private.write_text(pem)
+            public.write_text(public_key_pem(pem))
+        return private, public
+
+    def statement(
+        self, audience: str, *, execution_id: str = "", agent: str = AGENT, ttl_s: float = 60
+    ) -> str:
+        """A statement as the OE signs it, for a test that plays the OE against a runtime directly."""
+        from cryptography.hazmat.primitives import serialization
+
+        from agent_runtime.execution_token import key_id
+
+        key = serialization.load_pem_private_key(self.key_files()[0].read_bytes(), password=None)
+        now = time.time()
+        claims = Claims.model_validate(
+            {
+                "aud": audience,
+                "agent": agent,
+                "workspace": agent.replace("/", ".", 1),
+                "execution_id": execution_id,
+                "purpose": "execution" if execution_id else "control",
+                "iat": now,
+                "exp": now + ttl_s,
+            }
+        )
+        return sign(claims, key, kid=key_id(key.public_key()))  # type: ignore[arg-type]
+
+    def runtime_headers(self, audience: str, *, execution_id: str = "") -> dict[str, str]:
+        """What the OE presents to a runtime (the runtime token when the platform runs without keys)."""
+        if not self.oe_keys:
+            return {"authorization": f"Bearer {RUNTIME_TOKEN}"}
+        return {"authorization": f"Bearer {self.statement(audience, execution_id=execution_id)}"}
+
     def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
         token_file = self.tmp / "token"
         token_file.write_text(RUNTIME_TOKEN)
         bundle = self.tenant.bundle(self.tmp / "bundle", self.provider_url)
+        keys = {PUBLIC_KEY_FILE_ENV: str(self.key_files()[1])} if self.oe_keys else {}
         return {
+            **keys,
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.tmp),
             "PYTHONPATH": f"{self.tenant.pythonpath}{os.pathsep}{REPO_ROOT}",
@@ -143,6 +195,7 @@ class Platform:
             "OE_AER_LOST_AFTER_S": "2",
             # A stopped Tool Pod is a test's point here, not a restart to wait out.
             "OE_TOOL_POD_RETRY_S": "1",
+            **({SIGNING_KEY_FILE_ENV: str(self.key_files()[0])} if self.oe_keys else {}),
             **(extra or {}),
         }
         self.processes["oe"] = self._launch(env, port=self.oe_port)
