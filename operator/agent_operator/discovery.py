@@ -22,7 +22,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from agent_operator.bundle import metadata_address_problem
 from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
 from agent_operator.mcp import (
     DISCOVERED,
@@ -48,6 +50,8 @@ class DiscoverySettings:
     retry_seconds: float = 30.0
     timeout_seconds: float = 15.0
     max_catalog_bytes: int = 512 * 1024  # the status holds the catalog; etcd holds objects up to 1.5 MiB
+    # The operator's own request must not reach a cloud metadata service (its pod's credentials) either.
+    allow_metadata_addresses: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> DiscoverySettings:
@@ -65,6 +69,8 @@ class DiscoverySettings:
                     raise ValueError(f"{variable}={raw!r}: write a number of seconds") from None
                 if values[name] < 0:
                     raise ValueError(f"{variable}={raw!r}: write 0 or more seconds")
+        allow = env.get("AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES", "").strip().lower()
+        values["allow_metadata_addresses"] = allow in ("true", "1", "yes")
         return cls(**values)
 
 
@@ -171,11 +177,19 @@ class McpDiscovery:
     async def _discover(self, connector: Connector, previous: dict[str, Any] | None) -> DiscoveryOutcome:
         name = connector.meta.name
         try:
-            token = await self._token(connector)
             config = connector.spec.config
             url = config.get("url")
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise _Failed("ConfigInvalid", "spec.config.url must be the server's http:// or https:// URL")
+            host = urlsplit(url).hostname or ""
+            if not self.settings.allow_metadata_addresses and (problem := metadata_address_problem(host)):
+                # Checked before the token is read: neither the request nor the Secret read happens.
+                raise _Failed(
+                    "BaseUrlForbidden",
+                    f"spec.config.url: {problem}; the operator does not call it unless the platform allows "
+                    "such addresses (Helm value agents.allowMetadataAddresses)",
+                )
+            token = await self._token(connector)
             timeout = float(config.get("timeout_s") or self.settings.timeout_seconds)
             client = McpClient(
                 url,

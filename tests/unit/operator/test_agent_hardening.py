@@ -5,6 +5,7 @@ with several pods refused, and no connector or model endpoint at a link-local or
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -366,3 +367,22 @@ def test_the_charts_values_are_the_operators_defaults() -> None:
     parsed = parse_default_resources(json.dumps(values["agents"]["resources"]))
     assert parsed == RenderSettings().default_resources
     assert values["agents"]["allowMetadataAddresses"] is False
+
+
+def test_the_operator_itself_never_asks_an_mcp_server_at_a_metadata_address() -> None:
+    """The operator's discovery request would come from its own pod: refused before the token is read
+    (api=None: any Secret read or request would fail this test)."""
+    from agent_operator.discovery import DiscoverySettings, McpDiscovery
+
+    body = connector_body("crm")
+    body["spec"] = {
+        "source": {"type": "mcp"},
+        "config": {"url": "http://169.254.169.254/mcp"},
+        "credentials": [{"field": "token", "env": "CRM_TOKEN", "secretKeyRef": {"name": "crm", "key": "t"}}],
+    }
+    discovery = McpDiscovery(api=None)  # type: ignore[arg-type]
+    outcome = asyncio.run(discovery.refresh(("team-a", "crm"), body))
+    assert outcome is not None and outcome.condition.reason == "BaseUrlForbidden"
+    assert "spec.config.url" in outcome.condition.message
+    allowed = DiscoverySettings.from_env({"AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES": "true"})
+    assert allowed.allow_metadata_addresses and not DiscoverySettings.from_env({}).allow_metadata_addresses
