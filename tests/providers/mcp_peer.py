@@ -71,6 +71,7 @@ def mcp_server(
     page_size: int = 4,
     fillers: int = 3,
     port: int | None = None,
+    echo_auth: bool = False,
 ) -> Iterator[McpPeer]:
     """A running server on 127.0.0.1 (JSON or SSE answers), stopped at exit."""
     python = mcp_python()
@@ -79,6 +80,8 @@ def mcp_server(
         log = Path(handle.name)
     argv = [str(python), str(SERVER), "--port", str(port), "--mode", mode, "--token", token]
     argv += ["--page-size", str(page_size), "--fillers", str(fillers)]
+    if echo_auth:
+        argv.append("--echo-auth")
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     peer = McpPeer(port=port, mode=mode, token=token, process=process, log=log)

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 from collections import Counter
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import mcp_types as types
 import uvicorn
@@ -38,6 +40,7 @@ STATE: dict[str, Any] = {
     "calls": Counter(),
     "refused": 0,
     "sessions": set(),
+    "echo_auth": False,  # --echo-auth: offer echo_auth and echo_auth_fail (the canary scan's careless tools)
 }
 OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -68,6 +71,11 @@ def tools(generation: int, fillers: int) -> list[Any]:
               schema={"type": "object", "properties": {"size": {"type": "integer"}}}),
         _tool("whoami", "Tells the call's MCP session.", read_only=True),
     ]  # fmt: skip
+    if STATE["echo_auth"]:
+        listed += [
+            _tool("echo_auth", "Quotes the call's Authorization header, in every encoding.", read_only=True),
+            _tool("echo_auth_fail", "Fails quoting the Authorization header.", read_only=True),
+        ]
     if generation >= 2:
         listed = [t for t in listed if t.name != "note"]
         listed.append(_tool("added_later", "Came with generation 2.", read_only=True))
@@ -110,6 +118,16 @@ def build(*, page_size: int, fillers: int) -> Server:
             request = getattr(ctx, "request", None)
             session = request.headers.get("mcp-session-id", "") if request is not None else ""
             return types.CallToolResult(content=[types.TextContent(text=str(session))])
+        if name in ("echo_auth", "echo_auth_fail"):
+            request = getattr(ctx, "request", None)
+            sent = request.headers.get("authorization", "") if request is not None else ""
+            raw = sent.encode()
+            forms = {"raw": sent, "base64": base64.b64encode(raw).decode(), "hex": raw.hex(),
+                     "url": quote(sent, safe=""), "form": quote_plus(sent)}  # fmt: skip
+            text = json.dumps(forms)
+            if name == "echo_auth_fail":
+                return types.CallToolResult(content=[types.TextContent(text=f"bad {text}")], is_error=True)
+            return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=forms)
         if name == "lookup":
             item = {"id": arguments.get("id"), "name": f"item {arguments.get('id')}"}
             return types.CallToolResult(
@@ -196,7 +214,9 @@ def main() -> None:
     parser.add_argument("--token", default="")
     parser.add_argument("--page-size", type=int, default=4)
     parser.add_argument("--fillers", type=int, default=3)
+    parser.add_argument("--echo-auth", action="store_true")
     args = parser.parse_args()
+    STATE["echo_auth"] = args.echo_auth
     server = build(page_size=args.page_size, fillers=args.fillers)
     app = server.streamable_http_app(
         streamable_http_path="/mcp",

@@ -53,7 +53,7 @@ from agent_runtime.protocol import (
     ToolResultRequest,
     state_of_callback,
 )
-from agent_runtime.redaction import redacted_error, redactor_for
+from agent_runtime.redaction import Redactor, redacted_error, redactor_for
 
 logger = logging.getLogger(__name__)
 
@@ -487,11 +487,18 @@ class Orchestrator:
             step=call.step,
             data={"tool": call.tool, "route": "tool_pod"},
         )
+        forwarded = self._redactor(caller)  # nothing the OE knows as a secret goes on to the Tool Pod
         if call.is_llm:
-            outcome = await self.runtimes.invoke_llm(caller, self._llm_request(call))
+            request = self._llm_request(call)
+            request.messages = forwarded.value(request.messages)
+            outcome = await self.runtimes.invoke_llm(caller, request)
         else:
             outcome = await self.runtimes.execute_tool(
-                caller, tool=call.tool, arguments=call.args, execution_id=call.execution_id, step=call.step
+                caller,
+                tool=call.tool,
+                arguments=forwarded.value(call.args),
+                execution_id=call.execution_id,
+                step=call.step,
             )
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
@@ -593,11 +600,17 @@ class Orchestrator:
             step=call.step,
             data={"tool": step.tool, "route": "tool_pod", "approved": True},
         )
+        forwarded = self._redactor(caller)
         if held.get("llm"):
-            outcome = await self.runtimes.invoke_llm(caller, InvokeLLMRequest.model_validate(held["llm"]))
+            request = InvokeLLMRequest.model_validate(forwarded.value(held["llm"]))
+            outcome = await self.runtimes.invoke_llm(caller, request)
         else:
             outcome = await self.runtimes.execute_tool(
-                caller, tool=step.tool, arguments=args, execution_id=call.execution_id, step=call.step
+                caller,
+                tool=step.tool,
+                arguments=forwarded.value(args),
+                execution_id=call.execution_id,
+                step=call.step,
             )
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
@@ -1095,10 +1108,14 @@ class Orchestrator:
     def _secrets(reg: AgentRegistration) -> tuple[str, ...]:
         return reg.tokens()  # the previous one too, while a rotation's grace period lasts
 
+    def _redactor(self, caller: AgentRegistration) -> Redactor:
+        """Every value the OE knows as a secret for this caller: its tokens and the OE's client token."""
+        return redactor_for((*caller.tokens(), *self._known_secrets()))
+
     def _scrubbed(self, outcome: CallOutcome, caller: AgentRegistration) -> CallOutcome:
         """The outcome without any value the OE knows as a secret (in any encoding), before it is stored
         (step, replay cache) or forwarded (the AER, the model's next request)."""
-        redactor = redactor_for((*caller.tokens(), *self._known_secrets()))
+        redactor = self._redactor(caller)
         result = redactor.value(outcome.result)
         error = redacted_error(outcome.error, redactor) if outcome.error is not None else None
         if result is outcome.result and error is outcome.error:
@@ -1107,7 +1124,7 @@ class Orchestrator:
 
     def _scrubbed_callback(self, report: ExecutorCallback, caller: AgentRegistration) -> ExecutorCallback:
         """The same for an execution's end: its result, error and suspension metadata."""
-        redactor = redactor_for((*caller.tokens(), *self._known_secrets()))
+        redactor = self._redactor(caller)
         update = {
             "result": redactor.value(report.result),
             "error": redacted_error(report.error, redactor) if report.error is not None else None,

@@ -1,0 +1,115 @@
+"""A loopback provider that echoes every request, whole and in every encoding, in 200 and error answers.
+
+The worst careless provider there is: a debug endpoint (or an error page) that quotes the request line, the
+headers, the query string and the body, and the raw request again as hex, base64 (standard and URL-safe),
+URL-encoded and form-encoded text, and once as a JSON object key. Credentials a connector sends therefore
+come back in every form the Tool Pod must redact. Real HTTP on 127.0.0.1 only.
+
+- any path containing `/fail/CODE/` (or ending in `/fail/CODE`): status CODE (401 when not a number), a JSON
+  error `{"error": {"message": <the echo as text>}, "request": <the echo>}`;
+- any other path: 200 with the echo as JSON.
+
+`with running_canary_echo() as echo:` serves for the block; `echo.requests` records what came in.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import uvicorn
+
+from tests.conftest import free_port
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def echo_of(scope: Scope, body: bytes) -> dict[str, Any]:
+    """Everything the request carried, as text and in every encoding."""
+    raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+    query = scope["query_string"].decode("latin-1")
+    line = f"{scope['method']} {raw_path}{'?' + query if query else ''} HTTP/1.1"
+    headers = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]]
+    head = "\r\n".join([line, *(f"{k}: {v}" for k, v in headers)])
+    raw = f"{head}\r\n\r\n".encode("latin-1") + body
+    return {
+        "request_line": line,
+        "headers": headers,
+        "query": query,
+        "body": body.decode("utf-8", errors="replace"),
+        "as_key": {head: True},
+        "dump": {
+            "hex": raw.hex(),
+            "base64": base64.b64encode(raw).decode(),
+            "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+            "urlencoded": quote(raw, safe=""),
+            "form": quote_plus(raw, safe="/"),
+        },
+    }
+
+
+@dataclass
+class CanaryEchoApp:
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        echo = echo_of(scope, b"".join(chunks))
+        self.requests.append(echo)
+        status, payload = 200, echo
+        parts = scope["path"].split("/")
+        if "fail" in parts:
+            code = parts[parts.index("fail") + 1] if parts.index("fail") + 1 < len(parts) else ""
+            status = int(code) if code.isdigit() and 400 <= int(code) <= 599 else 401
+            payload = {"error": {"message": json.dumps(echo)}, "request": echo}
+        data = json.dumps(payload).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+
+@dataclass
+class RunningCanaryEcho:
+    url: str
+    app: CanaryEchoApp
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.app.requests
+
+
+@contextlib.contextmanager
+def running_canary_echo() -> Iterator[RunningCanaryEcho]:
+    """Serve on a free loopback port in a thread for the block."""
+    app = CanaryEchoApp()
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="canary-echo", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the canary echo provider did not start")
+        time.sleep(0.02)
+    try:
+        yield RunningCanaryEcho(url=f"http://127.0.0.1:{port}", app=app)
+    finally:
+        server.should_exit = True
+        thread.join(10)
