@@ -110,6 +110,10 @@ def test_tmp_is_bounded_in_the_operator_and_oe_pods(helm: Path) -> None:
         for name in (OPERATOR, OE):
             volumes = {v["name"]: v for v in pod(one(docs, "Deployment", name))["volumes"]}
             assert volumes["tmp"]["emptyDir"] == {"sizeLimit": limit}, name
+            # The container's whole ephemeral storage (/tmp and its logs) is bounded too, above /tmp's limit.
+            resources = pod(one(docs, "Deployment", name))["containers"][0]["resources"]
+            assert resources["limits"]["ephemeral-storage"] == "256Mi", name
+            assert resources["requests"]["ephemeral-storage"] == "64Mi", name
     assert "/oe/tmpSizeLimit" in refused(helm, {"oe.tmpSizeLimit": "lots"})
 
 
