@@ -168,6 +168,10 @@ def render_objects(
         for part in bundle.parts
     ]
     objects.append(Desired(manifest=_token_secret(agent), create_only=True, generate_token=True))
+    if settings.oe_public_key:
+        objects.append(
+            Desired(manifest=_oe_public_key_config_map(agent, settings.oe_public_key), shared=True)
+        )
     policies, policy_labels = _network_policies(
         agent, provider_endpoints=provider_endpoints, settings=settings
     )
@@ -206,6 +210,18 @@ def _bundle_config_map(agent: Agent, name: str, data: dict[str, str], digest: st
     meta = _shared_metadata(agent, name, None, **{ROLE_LABEL: "bundle"})
     meta["annotations"] = {BUNDLE_DIGEST: digest}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": data}
+
+
+def _oe_public_key_config_map(agent: Agent, pem: str) -> dict[str, Any]:
+    """The OE's public key in the Agent's namespace (one for its Agents): a rotated key is re-rendered
+    and each kubelet updates the mounted file in place; runtimes accept the previous key for a grace."""
+    meta = _shared_metadata(agent, contract.OE_PUBLIC_KEY_CONFIGMAP, None, **{ROLE_LABEL: "oe-public-key"})
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {contract.OE_PUBLIC_KEY_KEY: pem},
+    }
 
 
 def _token_secret(agent: Agent) -> dict[str, Any]:
@@ -294,6 +310,11 @@ def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> lis
     env = [
         {"name": contract.RUNNER_MODE_ENV, "value": MODES[component].value},
         {"name": contract.TOKEN_FILE_ENV, "value": contract.TOKEN_FILE_PATH},
+        *(
+            [{"name": contract.OE_PUBLIC_KEY_FILE_ENV, "value": contract.OE_PUBLIC_KEY_PATH}]
+            if settings.oe_public_key
+            else []
+        ),
         {"name": contract.STRUCTURED_LOGGING_ENV, "value": "true"},
         {"name": contract.APP_ID_ENV, "value": app_id(agent)},
     ]
@@ -396,6 +417,21 @@ def _deployment(
         {"name": "tmp", "mountPath": contract.TMP_DIR},
         {"name": "runtime-token", "mountPath": contract.TOKEN_MOUNT_DIR, "readOnly": True},
     ]
+    if settings.oe_public_key:
+        # Only the OE's statements open the routes the OE drives (issue 27); the key is public.
+        volumes.append(
+            {
+                "name": "oe-public-key",
+                "configMap": {
+                    "name": contract.OE_PUBLIC_KEY_CONFIGMAP,
+                    "defaultMode": 0o444,
+                    "items": [{"key": contract.OE_PUBLIC_KEY_KEY, "path": contract.OE_PUBLIC_KEY_KEY}],
+                },
+            }
+        )
+        mounts.append(
+            {"name": "oe-public-key", "mountPath": contract.OE_PUBLIC_KEY_MOUNT_DIR, "readOnly": True}
+        )
     annotations = {SECRETS_CHECKSUM: checksum}
     if mounts_bundle:
         volumes.append(

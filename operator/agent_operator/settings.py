@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +56,10 @@ class RenderSettings(BaseModel):
     # Connectors and model endpoints at link-local or cloud metadata addresses are refused, and the Agents'
     # egress excepts those ranges, unless the platform allows them (agents.allowMetadataAddresses).
     allow_metadata_addresses: bool = False
+    # The OE's public key (PEM; the chart mounts its ConfigMap into the operator and names the file in
+    # AGENT_OPERATOR_OE_PUBLIC_KEY_FILE): rendered into each Agent namespace and mounted in every component,
+    # so only the OE's signed statements open the routes it drives (issue 27). Empty: not rendered.
+    oe_public_key: str = ""
 
     @property
     def registration_namespace(self) -> str:
@@ -102,6 +107,8 @@ class OperatorSettings(BaseModel):
             render["allow_metadata_addresses"] = _parse_bool(
                 value, name="AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES"
             )
+        if value := env.get("AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"):
+            render["oe_public_key"] = _read_public_key(value)
         fields: dict[str, object] = {"render": RenderSettings(**render)}  # type: ignore[arg-type]
         if value := env.get("AGENT_OPERATOR_NAMESPACES"):
             fields["namespaces"] = tuple(ns.strip() for ns in value.split(",") if ns.strip())
@@ -134,6 +141,19 @@ def _parse_labels(text: str, *, name: str) -> dict[str, str]:
             raise ValueError(f"{name}: {item!r} is not key=value; write e.g. app.kubernetes.io/component=oe")
         labels[key] = value
     return labels
+
+
+def _read_public_key(path: str) -> str:
+    """The OE's public key file's text; a missing or empty file names the setting."""
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ValueError(
+            f"AGENT_OPERATOR_OE_PUBLIC_KEY_FILE={path}: cannot read it ({type(exc).__name__})"
+        ) from None
+    if "BEGIN PUBLIC KEY" not in text:
+        raise ValueError(f"AGENT_OPERATOR_OE_PUBLIC_KEY_FILE={path}: not a PEM public key")
+    return text + "\n"
 
 
 def _parse_bool(text: str, *, name: str) -> bool:

@@ -57,6 +57,21 @@ TOKEN_FILE_PATH: Final = f"{TOKEN_MOUNT_DIR}/{TOKEN_SECRET_KEY}"
 TOKEN_FILE_ENV: Final = "RUNTIME_TOKEN_FILE"  # noqa: S105
 TOKEN_ENV: Final = "RUNTIME_TOKEN"  # noqa: S105
 
+# The OE's signing key (issue 27): the OE holds the private key (PEM, PKCS#8, from the chart's Secret);
+# the AER, the Tool Pod and the Memory server hold only its public key (PEM, from a ConfigMap the operator
+# renders in each Agent namespace). The OE signs a statement for every call it makes to them.
+OE_SIGNING_KEY_FILE_ENV: Final = "AGENTIC_OE_SIGNING_KEY_FILE"
+OE_PUBLIC_KEY_FILE_ENV: Final = "AGENTIC_OE_PUBLIC_KEY_FILE"
+OE_KEY_GRACE_ENV: Final = "AGENTIC_OE_KEY_GRACE_S"
+OE_SIGNING_KEY_MOUNT_DIR: Final = "/etc/agent-engine/oe-signing-key"
+OE_PUBLIC_KEY_MOUNT_DIR: Final = "/etc/agent-engine/oe-public-key"
+OE_SIGNING_KEY_KEY: Final = "signing-key.pem"
+OE_PUBLIC_KEY_KEY: Final = "public-key.pem"
+OE_SIGNING_KEY_PATH: Final = f"{OE_SIGNING_KEY_MOUNT_DIR}/{OE_SIGNING_KEY_KEY}"
+OE_PUBLIC_KEY_PATH: Final = f"{OE_PUBLIC_KEY_MOUNT_DIR}/{OE_PUBLIC_KEY_KEY}"
+# The ConfigMap (one per Agent namespace, shared by its Agents) holding the OE's public key.
+OE_PUBLIC_KEY_CONFIGMAP: Final = "agent-engine-oe-public-key"
+
 # Logging and listener.
 STRUCTURED_LOGGING_ENV: Final = "STRUCTURED_LOGGING"
 APP_HOST_ENV: Final = "APP_HOST"

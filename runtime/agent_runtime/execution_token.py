@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent_runtime import contract
 from agent_runtime.token_file import DEFAULT_GRACE_S, RotatingToken, TokenSettingError, grace_from_env
 
 PREFIX = "aes1"
@@ -42,17 +43,10 @@ Audience = Literal["aer", "tool", "memory"]
 # export: a Memory read outside an execution, for one user the OE authorized (a data export, a platform job).
 Purpose = Literal["execution", "control", "export"]
 
-# Env names: the OE's private key (PEM, PKCS#8) and the runtimes' public key (PEM, SubjectPublicKeyInfo).
-SIGNING_KEY_FILE_ENV = "AGENTIC_OE_SIGNING_KEY_FILE"
-PUBLIC_KEY_FILE_ENV = "AGENTIC_OE_PUBLIC_KEY_FILE"
-KEY_GRACE_ENV = "AGENTIC_OE_KEY_GRACE_S"
-# Mount paths the operator renders (the chart's key Secret for the OE, its public-key ConfigMap for pods).
-SIGNING_KEY_MOUNT_DIR = "/etc/agent-engine/oe-signing-key"
-PUBLIC_KEY_MOUNT_DIR = "/etc/agent-engine/oe-public-key"
-SIGNING_KEY_KEY = "signing-key.pem"
-PUBLIC_KEY_KEY = "public-key.pem"
-SIGNING_KEY_PATH = f"{SIGNING_KEY_MOUNT_DIR}/{SIGNING_KEY_KEY}"
-PUBLIC_KEY_PATH = f"{PUBLIC_KEY_MOUNT_DIR}/{PUBLIC_KEY_KEY}"
+# Env names and mount paths (agent_runtime.contract: the operator renders them without this module).
+SIGNING_KEY_FILE_ENV = contract.OE_SIGNING_KEY_FILE_ENV
+PUBLIC_KEY_FILE_ENV = contract.OE_PUBLIC_KEY_FILE_ENV
+KEY_GRACE_ENV = contract.OE_KEY_GRACE_ENV
 
 # A call to a runtime is answered in seconds: 60 s bounds a captured statement's use. A run's memory
 # statement lives as long as a turn may (the AER has no way back to the OE for a fresh one mid-turn).

@@ -21,6 +21,13 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_runtime.execution_token import (
+    KEY_GRACE_ENV,
+    PUBLIC_KEY_FILE_ENV,
+    SIGNING_KEY_FILE_ENV,
+    generate_private_key_pem,
+    public_key_pem,
+)
 from tests.conftest import Process
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, RUNTIME_TOKEN, Platform
 from tests.mounted_secret import mount_secret_key
@@ -30,6 +37,8 @@ GRACE_S = 15.0
 TOKEN_2 = "loop-runtime-token-second-4c1d"
 TOKEN_3 = "loop-runtime-token-third-93be"
 CLIENT_TOKEN_2 = "oe-client-token-second-71f0"
+# The OE's signing key rotates in the same rolling way (the other direction's credential, issue 27).
+OE_KEYS = (generate_private_key_pem(), generate_private_key_pem(), generate_private_key_pem())
 WORKERS = 4
 FINAL = ("completed", "failed", "cancelled", "suspended")
 
@@ -43,11 +52,24 @@ class RotatingPlatform(Platform):
     def token_dir(self, mode: str) -> Path:
         return self.tmp / f"{mode}-token"
 
+    def key_dir(self, mode: str) -> Path:
+        return self.tmp / f"{mode}-oe-key"
+
     def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
         env = super()._runtime_env(mode, port)
         env["RUNTIME_TOKEN_FILE"] = str(mount_secret_key(self.token_dir(mode), RUNTIME_TOKEN))
         env["RUNTIME_TOKEN_GRACE_S"] = str(self.grace_s)
+        public = public_key_pem(OE_KEYS[0])
+        env[PUBLIC_KEY_FILE_ENV] = str(mount_secret_key(self.key_dir(mode), public, key="public-key.pem"))
+        env[KEY_GRACE_ENV] = str(self.grace_s)
         return env
+
+    def rotate_key(self, mode: str, private_pem: str) -> None:
+        """One kubelet updates its copy of the OE key (the OE's private key, a runtime's public key)."""
+        if mode == "oe":
+            mount_secret_key(self.key_dir("oe"), private_pem, key="signing-key.pem")
+        else:
+            mount_secret_key(self.key_dir(mode), public_key_pem(private_pem), key="public-key.pem")
 
     def start_oe(self, *, extra: Mapping[str, str] | None = None) -> None:
         client_file = mount_secret_key(self.token_dir("client"), CLIENT_TOKEN)
@@ -56,6 +78,10 @@ class RotatingPlatform(Platform):
                 "OE_CLIENT_TOKEN_FILE": str(client_file),
                 "OE_CLIENT_TOKEN_GRACE_S": str(self.grace_s),
                 "RUNTIME_TOKEN_GRACE_S": str(self.grace_s),
+                SIGNING_KEY_FILE_ENV: str(
+                    mount_secret_key(self.key_dir("oe"), OE_KEYS[0], key="signing-key.pem")
+                ),
+                KEY_GRACE_ENV: str(self.grace_s),
                 **(extra or {}),
             }
         )
@@ -170,22 +196,28 @@ def test_a_rolling_token_rotation_drops_no_call(rotating: RotatingPlatform, load
     # Rotation 1: the AER's kubelet first, the operator's republish (and the client token) next, the Tool
     # Pod's kubelet last. Half the clients take the new client token at once, the rest later.
     rotating.rotate("aer", TOKEN_2)
+    rotating.rotate_key("tool", OE_KEYS[1])  # the OE's key: a runtime learns the new one first
     time.sleep(1.5)
     rotating.rotate("oe", TOKEN_2)
+    rotating.rotate_key("oe", OE_KEYS[1])
     mount_secret_key(rotating.token_dir("client"), CLIENT_TOKEN_2)
     time.sleep(0.3)
     load.client_tokens[0] = load.client_tokens[1] = CLIENT_TOKEN_2
     time.sleep(1.2)
     rotating.rotate("tool", TOKEN_2)
+    rotating.rotate_key("aer", OE_KEYS[1])  # ... and another one after the OE signs with it
     time.sleep(1.0)
     load.client_tokens[2] = load.client_tokens[3] = CLIENT_TOKEN_2
     time.sleep(1.0)
     # Rotation 2, the other way round: the OE first, the AER last.
     rotating.rotate("oe", TOKEN_3)
+    rotating.rotate_key("oe", OE_KEYS[2])
     time.sleep(1.5)
     rotating.rotate("tool", TOKEN_3)
+    rotating.rotate_key("tool", OE_KEYS[2])
     time.sleep(1.5)
     rotating.rotate("aer", TOKEN_3)
+    rotating.rotate_key("aer", OE_KEYS[2])
     last_change = time.monotonic()
     time.sleep(2.0)
     load.stop.set()
@@ -203,7 +235,10 @@ def test_a_rolling_token_rotation_drops_no_call(rotating: RotatingPlatform, load
     assert {name: proc.popen.pid for name, proc in rotating.processes.items()} == pids
     assert all(proc.popen.poll() is None for proc in rotating.processes.values())
     outputs = rotating.outputs()
-    assert outputs.count("the runtime token changed") >= 4  # AER and Tool Pod, twice each
+    # The AER twice (the Tool Pod no longer takes the runtime token at all: only the OE's statements).
+    assert outputs.count("the runtime token changed") >= 2
+    assert outputs.count("the OE public key changed") >= 4  # AER and Tool Pod, twice each
+    assert outputs.count("the OE signing key changed") >= 2
     assert "the client token changed" in outputs
 
     # After the grace period only the newest tokens open any door.
@@ -217,7 +252,15 @@ def test_a_rolling_token_rotation_drops_no_call(rotating: RotatingPlatform, load
         assert _status(tool, old, method="POST", body=direct) == 401
         assert _status(oe_runtime, old, method="POST", body={}) == 401
     assert _status(aer, TOKEN_3) == 200
-    assert _status(tool, TOKEN_3, method="POST", body=direct) == 200
+    assert _status(tool, TOKEN_3, method="POST", body=direct) == 401  # the Agent's token: never here
+    # Statements signed by a retired OE key open nothing; the current key's do.
+    for index, private in enumerate(OE_KEYS):
+        rotating.key_files()[0].write_text(private)
+        statement = rotating.statement("tool", execution_id="ex-direct")
+        expected = 200 if index == 2 else 401
+        assert (
+            _status(tool, statement, method="POST", body={**direct, "execution_id": "ex-direct"}) == expected
+        )
     assert _status(oe_runtime, TOKEN_3, method="POST", body={}) != 401  # a bad body, but the token is known
     assert _status(f"{rotating.oe_url}/executions", CLIENT_TOKEN) == 401
     assert _status(f"{rotating.oe_url}/executions", CLIENT_TOKEN_2) == 200
