@@ -39,9 +39,10 @@ def _namespace(api: Api, name: str) -> None:
     assert response.is_success or response.status_code == 409, response.text
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def registrations(api: Api) -> Iterator[str]:
-    """The registrations' own namespace, as the chart renders it (`<release namespace>-registrations`)."""
+    """The registrations' own namespace, as the chart renders it (`<release namespace>-registrations`; the
+    chart's Role for publishing there needs it to exist)."""
     name = f"{api.namespace}-registrations"
     _namespace(api, name)
     yield name
@@ -477,15 +478,14 @@ def test_a_child_name_held_by_another_owner_is_one_condition_and_nothing_is_appl
     assert "Deployment bot-aer (owned by ConfigMap team-web)" in cond["message"], cond
     assert "Service bot-tool" in cond["message"] and "nothing of this Agent was applied" in cond["message"]
     wait_for("a Warning Event", lambda: any(e["reason"] == "NameTaken" for e in api.events("bot")))
-    time.sleep(3)  # retried meanwhile: still nothing written
-    assert (
-        api.get("deployments", "bot-aer")["metadata"]["resourceVersion"]
-        == deployment["metadata"]["resourceVersion"]
-    )
-    assert (
-        api.get("services", "bot-tool")["metadata"]["resourceVersion"]
-        == service["metadata"]["resourceVersion"]
-    )
+    time.sleep(3)  # retried meanwhile: still nothing written (status updates by controllers aside)
+    for kind, name, before in (("deployments", "bot-aer", deployment), ("services", "bot-tool", service)):
+        live = api.get(kind, name) or {}
+        managers = {m.get("manager") for m in live["metadata"].get("managedFields") or []}
+        assert "agent-engine-operator" not in managers, (kind, managers)
+        assert live["spec"] == before["spec"] and live["metadata"].get("labels") == before["metadata"].get(
+            "labels"
+        ), kind
     for kind in ("deployments", "services", "secrets", "configmaps", "networkpolicies", "serviceaccounts"):
         assert api.list(kind, "app.kubernetes.io/managed-by=agent-engine-operator") == [], kind
     assert api.get("secrets", "bot-runtime-token") is None
