@@ -64,6 +64,7 @@ import httpx
 
 from tests.cluster import pki
 from tests.cluster.kubeconfig import kubeconfig_document, write_kubeconfig
+from tests.cluster.oidc import OIDCIssuer
 from tests.cluster.processes import Child, pid_alive, start_child, stop_all, wait_gone
 
 if TYPE_CHECKING:
@@ -420,6 +421,9 @@ class ControlPlane:
     real_node: bool = False
     network_policies: bool = False
     node: RealNode | None = field(init=False, default=None)
+    # The loopback OIDC issuer the API server trusts (its structured authentication config): tests mint
+    # its users' tokens with `oidc.mint(...)` (tests/cluster/oidc.py).
+    oidc: OIDCIssuer | None = field(init=False, default=None)
     apiserver_port: int = field(init=False, default=0)
     work_dir: Path = field(init=False)
     kubeconfig: Path = field(init=False)
@@ -490,12 +494,14 @@ class ControlPlane:
         for d in (pki_dir, logs, self.work_dir / "etcd"):
             d.mkdir(mode=0o700)
         self._write_credentials(pki_dir)
-        extra: tuple[str, ...] = ()
+        self.oidc = OIDCIssuer(ca=self.ca, port=free_ports(1)[0]).start()
+        (pki_dir / "authentication.json").write_text(self.oidc.authentication_config())
+        extra: tuple[str, ...] = (f"--authentication-config={pki_dir / 'authentication.json'}",)
         if self.real_node:
             from tests.cluster.realnode import RealNode
 
             self.node = RealNode(self, network_policies=self.network_policies)
-            extra = tuple(self.node.prepare(pki_dir))
+            extra = (*extra, *self.node.prepare(pki_dir))
 
         self._spawn("etcd", etcd_args(bin_dir=self.bin_dir, data_dir=self.work_dir / "etcd", ports=ports))
         self._spawn(
@@ -569,6 +575,8 @@ class ControlPlane:
             stop_all(wave, grace=3.0)
         stop_all(self.children, grace=3.0)
         wait_gone([child.pid for child in self.children], timeout=5.0)
+        if self.oidc is not None:
+            self.oidc.stop()
         if getattr(self, "work_dir", None) is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 

@@ -17,6 +17,8 @@ Nothing here logs, raises or returns a token: a token is looked up by its digest
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -150,6 +152,45 @@ def route_need(method: str, path: str) -> RouteNeed | None:
 
 
 # -- answers ------------------------------------------------------------------------------------------
+
+
+def review_audiences(
+    token: str, *, audiences: tuple[str, ...], oidc_issuers: frozenset[str]
+) -> tuple[str, ...]:
+    """The audiences a TokenReview of `token` names.
+
+    The API server treats its JWT (OIDC) authenticators as audience-agnostic: it authenticates such a token
+    only in a review naming one of its own API audiences, having checked the token's `aud` against the
+    issuer's configured audiences itself. So a JWT whose `iss` is one of the trusted `oidc_issuers` and
+    whose `aud` names one of ours is reviewed with the API server's audiences (none named); its claims,
+    read here unverified, are the signed ones once the review authenticates it. Every other token (a
+    ServiceAccount's above all) must be bound to one of `audiences`.
+    """
+    if not oidc_issuers:
+        return audiences
+    claims = _jwt_claims(token)
+    if claims is None or claims.get("iss") not in oidc_issuers:
+        return audiences
+    aud = claims.get("aud")
+    if isinstance(aud, str):
+        named = {aud}
+    elif isinstance(aud, list):
+        named = {a for a in aud if isinstance(a, str)}
+    else:
+        named = set()
+    return () if named & set(audiences) else audiences
+
+
+def _jwt_claims(token: str) -> dict[str, Any] | None:
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        claims = json.loads(payload)
+    except (ValueError, binascii.Error):
+        return None
+    return claims if isinstance(claims, dict) else None
 
 
 def unauthorized_body(message: str) -> dict[str, Any]:
@@ -301,6 +342,7 @@ class ClientAuth:
         static_token: StaticTokenLike | None = None,
         static_namespaces: frozenset[str] | None = None,
         audiences: tuple[str, ...] = (DEFAULT_AUDIENCE,),
+        oidc_issuers: frozenset[str] = frozenset(),
         cache_ttl_s: float = DEFAULT_CACHE_TTL_S,
         cache_size: int = DEFAULT_CACHE_SIZE,
         clock: Callable[[], float] = time.monotonic,
@@ -311,6 +353,7 @@ class ClientAuth:
         self.static_token = static_token
         self.static_namespaces = static_namespaces
         self.audiences = audiences
+        self.oidc_issuers = oidc_issuers
         self.identities: TTLCache[bytes, Identity | None] = TTLCache(
             ttl_s=cache_ttl_s, size=cache_size, clock=clock
         )
@@ -332,7 +375,8 @@ class ClientAuth:
         digest = hashlib.sha256(presented).digest()
         hit, identity = self.identities.get(digest)
         if not hit:
-            identity = await self.reviewer.token_review(token, self.audiences)
+            asked = review_audiences(token, audiences=self.audiences, oidc_issuers=self.oidc_issuers)
+            identity = await self.reviewer.token_review(token, asked)
             self.identities.put(digest, identity)
         return Caller(identity=identity) if identity is not None else None
 
@@ -436,7 +480,8 @@ class KubernetesReviewer:
             {
                 "apiVersion": "authentication.k8s.io/v1",
                 "kind": "TokenReview",
-                "spec": {"token": token, "audiences": list(audiences)},
+                # No audiences: the API server's own (see `review_audiences`).
+                "spec": {"token": token, **({"audiences": list(audiences)} if audiences else {})},
             },
         )
         return identity_of_review(answer, audiences)

@@ -25,6 +25,8 @@ CLIENT_AUTH_ENV = "OE_CLIENT_AUTH"
 # The namespaces the static development token may act in, comma-separated; `*` for every namespace.
 CLIENT_TOKEN_NAMESPACES_ENV = "OE_CLIENT_TOKEN_NAMESPACES"  # noqa: S105
 CLIENT_AUTH_AUDIENCES_ENV = "OE_CLIENT_AUTH_AUDIENCES"
+# OIDC issuers the API server trusts whose tokens for our audience the OE accepts (see client_auth).
+CLIENT_AUTH_OIDC_ISSUERS_ENV = "OE_CLIENT_AUTH_OIDC_ISSUERS"
 CLIENT_AUTH_CACHE_TTL_ENV = "OE_CLIENT_AUTH_CACHE_TTL_S"
 CLIENT_AUTH_CACHE_SIZE_ENV = "OE_CLIENT_AUTH_CACHE_SIZE"
 # A local run outside a pod points at a directory laid out like a pod's ServiceAccount mount (token, ca.crt).
@@ -81,6 +83,7 @@ class ClientAuthSettings:
     cache_size: int
     api_url: str | None
     service_account_dir: Path
+    oidc_issuers: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClientAuthSettings:
@@ -118,9 +121,21 @@ class ClientAuthSettings:
             audiences=audiences,
             cache_ttl_s=_seconds(env, CLIENT_AUTH_CACHE_TTL_ENV, 10.0),
             cache_size=size,
+            oidc_issuers=_issuers(env.get(CLIENT_AUTH_OIDC_ISSUERS_ENV, "")),
             api_url=f"https://{bracketed}:{port}" if host else None,
             service_account_dir=Path(env.get(SERVICE_ACCOUNT_DIR_ENV, "").strip() or SERVICE_ACCOUNT_DIR),
         )
+
+
+def _issuers(raw: str) -> frozenset[str]:
+    issuers = frozenset(part.strip() for part in raw.split(",") if part.strip())
+    for issuer in issuers:
+        if not issuer.startswith("https://"):
+            raise SettingsError(
+                f"{CLIENT_AUTH_OIDC_ISSUERS_ENV}: {issuer!r} is not an https:// issuer URL (the API server "
+                "trusts only https issuers); write each issuer's URL exactly as its tokens' iss claim"
+            )
+    return issuers
 
 
 def _namespaces(raw: str) -> frozenset[str] | None:

@@ -599,6 +599,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         static_token=client_token,
         static_namespaces=auth_settings.static_namespaces,
         audiences=auth_settings.audiences,
+        oidc_issuers=auth_settings.oidc_issuers,
         cache_ttl_s=auth_settings.cache_ttl_s,
         cache_size=auth_settings.cache_size,
     )

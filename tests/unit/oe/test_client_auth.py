@@ -18,6 +18,7 @@ from agent_runtime.oe.client_auth import (
     identity_of_review,
     impersonation,
     on_agents,
+    review_audiences,
     route_need,
     static_allows,
     unauthorized_body,
@@ -220,3 +221,42 @@ def test_an_execution_stored_before_identities_were_recorded_still_loads() -> No
     record = ExecutionRecord.model_validate_json(old)
     assert record.invoked_by is None and record.cancelled_by is None and record.interrupted_by == []
     assert record.reviews[0].decided_by is None
+
+
+def _jwt(claims: dict[str, object]) -> str:
+    import base64
+    import json
+
+    def part(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.c2ln"
+
+
+def test_an_oidc_token_for_our_audience_is_reviewed_with_the_api_servers_audiences() -> None:
+    """The API server authenticates JWT issuers' tokens only for its own audiences (audience-agnostic)."""
+    issuers = frozenset({"https://idp.example"})
+    ours = ("agent-engine",)
+    assert (
+        review_audiences(
+            _jwt({"iss": "https://idp.example", "aud": "agent-engine"}), audiences=ours, oidc_issuers=issuers
+        )
+        == ()
+    )
+    assert (
+        review_audiences(
+            _jwt({"iss": "https://idp.example", "aud": ["x", "agent-engine"]}),
+            audiences=ours,
+            oidc_issuers=issuers,
+        )
+        == ()
+    )
+    # Not for us, not that issuer (a ServiceAccount token), not a JWT, or no issuer trusted: bound to ours.
+    for token, trusted in (
+        (_jwt({"iss": "https://idp.example", "aud": "kubernetes"}), issuers),
+        (_jwt({"iss": "https://kubernetes.default.svc.cluster.local", "aud": "agent-engine"}), issuers),
+        ("opaque-token", issuers),
+        ("a.!!!.c", issuers),
+        (_jwt({"iss": "https://idp.example", "aud": "agent-engine"}), frozenset()),
+    ):
+        assert review_audiences(token, audiences=ours, oidc_issuers=trusted) == ours
