@@ -297,7 +297,7 @@ def _refusal(client: Kube, *args: str) -> str | None:
     try:
         client.kubectl(*args)
     except StepFailed as failure:
-        return str(failure.value)
+        return str(failure)
     return None
 
 
