@@ -6,7 +6,7 @@ URL-encoded and form-encoded text, and once as a JSON object key. Credentials a 
 come back in every form the Tool Pod must redact. Real HTTP on 127.0.0.1 only.
 
 - any path containing `/fail/CODE/` (or ending in `/fail/CODE`): status CODE (401 when not a number), a JSON
-  error `{"error": {"message": <the echo as text>}, "request": <the echo>}`;
+  error `{"error": {"message": <the credential-bearing parts, raw and encoded>}, "request": <the echo>}`;
 - any other path: 200 with the echo as JSON.
 
 `with running_canary_echo() as echo:` serves for the block; `echo.requests` records what came in.
@@ -57,6 +57,23 @@ def echo_of(scope: Scope, body: bytes) -> dict[str, Any]:
     }
 
 
+_PLAIN_HEADERS = frozenset(
+    {"host", "user-agent", "accept", "accept-encoding", "content-length", "connection"}
+)
+
+
+def careless_message(echo: dict[str, Any]) -> str:
+    """An error message that quotes what carried the credential first (clients cut messages short): the
+    headers, query and body, then the same text URL-encoded, base64-encoded and hex-encoded."""
+    quoted = " ".join(f"{k}={v}" for k, v in echo["headers"] if k not in _PLAIN_HEADERS)
+    quoted += f" query={echo['query']} body={echo['body'][:200]}"
+    data = quoted.encode()
+    return (
+        f"invalid credentials: {quoted} url={quote(quoted, safe='')} "
+        f"b64={base64.b64encode(data).decode()} hex={data.hex()}"
+    )
+
+
 @dataclass
 class CanaryEchoApp:
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -77,7 +94,7 @@ class CanaryEchoApp:
         if "fail" in parts:
             code = parts[parts.index("fail") + 1] if parts.index("fail") + 1 < len(parts) else ""
             status = int(code) if code.isdigit() and 400 <= int(code) <= 599 else 401
-            payload = {"error": {"message": json.dumps(echo)}, "request": echo}
+            payload = {"error": {"message": careless_message(echo)}, "request": echo}
         data = json.dumps(payload).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
