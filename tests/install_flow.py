@@ -456,7 +456,8 @@ def check_operator_identity(kube: Kube, *, namespace: str) -> dict[str, Any]:
 
 def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[str, bool]:
     """The trust table, enforced: an AER cannot reach a Tool Pod, a Tool Pod cannot reach another Agent's
-    Memory; the paths the table allows still connect (the OE to a Tool Pod, a Tool Pod to its own Memory)."""
+    Memory; the paths the table allows still connect (the OE to a Tool Pod, a Tool Pod to its own Memory).
+    The OE's own policy (the chart's): an AER reaches it, a Tool Pod does not, and it reaches no provider."""
     aer = running_pod(kube, namespace=app_ns, selector=component_selector(EXAMPLE_AGENT, "aer"))
     tool = running_pod(kube, namespace=app_ns, selector=component_selector(EXAMPLE_AGENT, "tool"))
     oe = running_pod(kube, namespace=system_ns, selector="app.kubernetes.io/component=oe")
@@ -469,6 +470,8 @@ def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[s
     svc = f"{tool_service()}.{app_ns}.svc.cluster.local"
     memory_a = f"{component_name('mem-a', 'memory')}.{app_ns}.svc.cluster.local"
     memory_b = f"{component_name('mem-b', 'memory')}.{app_ns}.svc.cluster.local"
+    oe_svc = f"{OE_DEPLOYMENT}.{system_ns}.svc.cluster.local"
+    provider = f"echo-provider.{app_ns}.svc.cluster.local"
     seen = {
         "AER -> Tool Pod (Service)": connects(
             kube, namespace=app_ns, pod=aer["metadata"]["name"], host=svc, port=8002
@@ -488,10 +491,18 @@ def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[s
         "mem-b Tool Pod -> mem-b Memory": connects(
             kube, namespace=app_ns, pod=tool_b["metadata"]["name"], host=memory_b, port=8081
         ),
+        "AER -> OE": connects(kube, namespace=app_ns, pod=aer["metadata"]["name"], host=oe_svc, port=8080),
+        # The Tool Pod's egress allows its providers' port, 8080, anywhere: only the OE's ingress refuses it.
+        "Tool Pod -> OE": connects(
+            kube, namespace=app_ns, pod=tool["metadata"]["name"], host=oe_svc, port=8080
+        ),
+        # The provider has no policy of its own: only the OE's egress refuses it.
+        "OE -> echo provider": connects(
+            kube, namespace=system_ns, pod=oe["metadata"]["name"], host=provider, port=8080
+        ),
     }
-    expected = {
-        name: name.startswith(("OE", "mem-a Tool Pod -> mem-a", "mem-b Tool Pod -> mem-b")) for name in seen
-    }
+    allowed = ("OE -> Tool Pod", "mem-a Tool Pod -> mem-a", "mem-b Tool Pod -> mem-b", "AER -> OE")
+    expected = {name: name.startswith(allowed) for name in seen}
     if seen != expected:  # a StepFailed: `eventually` retries while the controller catches up
         raise StepFailed(f"connections seen {seen}, the trust table says {expected}")
     return seen
