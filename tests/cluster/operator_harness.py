@@ -43,6 +43,7 @@ MANAGED = {
     "serviceaccounts",
     "networkpolicies",
     "deployments",
+    "poddisruptionbudgets",
 }
 
 OPENAPI = {
@@ -122,6 +123,7 @@ class Api:
             "deployments": "/apis/apps/v1",
             "replicasets": "/apis/apps/v1",
             "networkpolicies": "/apis/networking.k8s.io/v1",
+            "poddisruptionbudgets": "/apis/policy/v1",
         }.get(kind, "/api/v1")
         out = f"{group}/namespaces/{self.namespace}/{kind}"
         return out + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
@@ -277,7 +279,8 @@ def api(cluster: ControlPlane, cluster_namespace: str, crds: None) -> Iterator[A
 
 
 CHART = REPO_ROOT / "charts" / "agent-engine"
-IDENTITY_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+# The registrations' namespace too: the chart's Roles for the OE and the operator live there.
+IDENTITY_KINDS = ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 
 
 def chart_identity(
@@ -296,7 +299,10 @@ def chart_identity(
         timeout=120,
     ).stdout
     rendered_docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
-    docs = [doc for doc in rendered_docs if doc["kind"] in IDENTITY_KINDS]
+    docs = sorted(
+        (doc for doc in rendered_docs if doc["kind"] in IDENTITY_KINDS),
+        key=lambda doc: doc["kind"] != "Namespace",  # a namespace before the Roles in it
+    )
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(docs))
     operator = next(
         doc
@@ -345,10 +351,10 @@ def start_operator(
         return RunningOperator(process=proc, liveness=f"http://127.0.0.1:{port}/healthz", pid=proc.popen.pid)
 
     yield start
-    # Cluster-scoped RBAC outlives the namespace: remove this release's.
+    # Cluster-scoped RBAC (and the registrations' namespace) outlive the namespace: remove this release's.
     cluster.kubectl(
-        "delete", "clusterroles,clusterrolebindings", "-l", f"app.kubernetes.io/instance={release}",
-        "--wait=false", check=False,
+        "delete", "clusterroles,clusterrolebindings,namespaces",
+        "-l", f"app.kubernetes.io/instance={release}", "--wait=false", check=False,
     )  # fmt: skip
 
 

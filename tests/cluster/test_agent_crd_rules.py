@@ -113,3 +113,95 @@ def test_connector_tls_names_exactly_one_ca_for_an_https_api(
             "connectors",
             _connector("good", base_url="https://api.internal", tls=CA),
         )
+
+
+def _create(cluster: ControlPlane, namespace: str, body: dict[str, object]) -> dict[str, object]:
+    with cluster.api_client() as admin:
+        return client.CustomObjectsApi(admin).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, body
+        )
+
+
+def _refused(cluster: ControlPlane, namespace: str, body: dict[str, object]) -> str:
+    with pytest.raises(ApiException) as refused:
+        _create(cluster, namespace, body)
+    assert refused.value.status == 422, refused.value.body
+    return str(refused.value.body)
+
+
+@pytest.mark.parametrize("component", ["aer", "tool", "memory"])
+@pytest.mark.parametrize(
+    ("requests", "limits"),
+    [
+        ({"memory": "1Gi"}, {"memory": "512Mi"}),
+        ({"cpu": 2}, {"cpu": "1500m"}),  # an integer against a string quantity
+        ({"cpu": "100m", "memory": "1.5Gi"}, {"cpu": "1", "memory": "1536M"}),  # 1.5Gi > 1536M
+    ],
+)
+def test_a_request_above_its_limit_is_refused_at_admission_naming_the_component(
+    cluster: ControlPlane,
+    cluster_namespace: str,
+    crds: None,
+    component: str,
+    requests: dict[str, object],
+    limits: dict[str, object],
+) -> None:
+    """Before issue 43 the CRD admitted these; the AER then ran while the Tool Pod was refused forever."""
+    spec: dict[str, object] = {"resources": {"requests": requests, "limits": limits}}
+    if component == "memory":
+        spec["enabled"] = True
+    body = _refused(cluster, cluster_namespace, _agent("greedy", components={component: spec}))
+    assert f"spec.components.{component}.resources" in body
+    assert "resources.requests must not exceed resources.limits" in body
+
+
+def test_requests_at_or_below_their_limits_and_partial_resources_are_admitted(
+    cluster: ControlPlane, cluster_namespace: str, crds: None
+) -> None:
+    same = {"cpu": "1", "memory": "1Gi"}
+    components = {
+        "aer": {"resources": {"requests": same, "limits": {"cpu": "1000m", "memory": "1024Mi"}}},
+        "tool": {"resources": {"requests": {"memory": "2Gi"}}},  # the limit comes from the platform
+        "memory": {"enabled": True, "resources": {"limits": {"cpu": 2}}},
+    }
+    stored = _create(cluster, cluster_namespace, _agent("fits", components=components))
+    assert stored["spec"]["components"]["tool"]["resources"] == {"requests": {"memory": "2Gi"}}
+
+
+def test_sqlite_memory_with_several_pods_is_refused_mongodb_and_a_disabled_memory_are_not(
+    cluster: ControlPlane, cluster_namespace: str, crds: None
+) -> None:
+    """Before issue 43 the CRD admitted it and each Memory pod kept its own file."""
+    body = _refused(
+        cluster,
+        cluster_namespace,
+        _agent("forgetful", components={"memory": {"enabled": True, "replicas": 2}}),
+    )
+    assert "spec.components.memory.replicas" in body and "each Memory pod keeps its own file" in body
+    mongodb = {"type": "mongodb", "uriSecretRef": {"name": "db", "key": "uri"}}
+    _create(
+        cluster,
+        cluster_namespace,
+        _agent("shared", components={"memory": {"enabled": True, "replicas": 3, "store": mongodb}}),
+    )
+    _create(cluster, cluster_namespace, _agent("off", components={"memory": {"replicas": 2}}))
+
+
+def test_topology_spread_is_stored_with_its_defaults_and_explained(
+    cluster: ControlPlane, cluster_namespace: str, crds: None
+) -> None:
+    zone = {"topologyKey": "topology.kubernetes.io/zone"}
+    stored = _create(
+        cluster,
+        cluster_namespace,
+        _agent("spread", components={"aer": {"replicas": 3, "topologySpreadConstraints": [zone]}}),
+    )
+    (rule,) = stored["spec"]["components"]["aer"]["topologySpreadConstraints"]
+    assert rule == {**zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}
+    bad = {"topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "Sometimes"}
+    body = _refused(
+        cluster, cluster_namespace, _agent("bad", components={"tool": {"topologySpreadConstraints": [bad]}})
+    )
+    assert "spec.components.tool.topologySpreadConstraints[0].whenUnsatisfiable" in body
+    explained = cluster.kubectl("explain", "agents.spec.components.memory.topologySpreadConstraints").stdout
+    assert "across nodes" in " ".join(explained.split())  # kubectl wraps descriptions
