@@ -6,7 +6,10 @@ through FerretDB). Prints, each against a baseline measured in the same run:
 - added latency per step at p50/p99 (OE + its store + one more hop) over calling the Tool Pod directly;
 - steps/s with 32 executions stepping concurrently, for SQLite and for MongoDB via FerretDB;
 - replay hits (a cached step answered without executing anything), p50;
-- the OE's peak RSS serving a store that holds 10,000 executions.
+- the OE's peak RSS serving a store that holds 10,000 executions;
+- the latency a client request gains from Kubernetes authentication and authorization (TokenReview and
+  SubjectAccessReview against the test control plane's real API server), on a cache hit and on a miss,
+  against the same request with the static development token (issue 28).
 """
 
 from __future__ import annotations
@@ -20,11 +23,15 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from tests.benchmarks.bench_toolpod import _percentile, _run
 from tests.conftest import REPO_ROOT, free_port, wait_for_port
+
+if TYPE_CHECKING:
+    from tests.cluster.controlplane import ControlPlane
 
 RUNTIME_TOKEN = "bench-oe-runtime-token"
 CLIENT_TOKEN = "bench-oe-client-token"
@@ -338,9 +345,148 @@ def main() -> None:
                 mongo_rate = _run_value(_throughput(port, "MongoDB (FerretDB/SQLite)"))
                 print(f"  MongoDB via FerretDB: {mongo_rate / sqlite_rate:.2f}x the SQLite figure")
                 stack.stop(oe)
+            _client_auth_bench(stack, Path(tmp))
         finally:
             stack.stop()
     print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+AUTH_REQUESTS = 1000
+AUTH_MISS_REQUESTS = 200
+
+
+def _auth_identities(plane: ControlPlane, tmp: Path) -> tuple[Path, str]:
+    """The OE's ServiceAccount (it may create token and access reviews) and a client who may read `bench`'s
+    executions; the OE's token directory and the client's token (audience agent-engine)."""
+    from kubernetes import client
+
+    with plane.api_client() as api:
+        core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="bench")))
+        for name in ("oe", "reader"):
+            core.create_namespaced_service_account(
+                "bench", client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
+            )
+        rules = {
+            "bench-oe-reviews": [
+                client.V1PolicyRule(
+                    api_groups=["authentication.k8s.io"], resources=["tokenreviews"], verbs=["create"]
+                ),
+                client.V1PolicyRule(
+                    api_groups=["authorization.k8s.io"], resources=["subjectaccessreviews"], verbs=["create"]
+                ),
+            ],
+            "bench-reader": [
+                client.V1PolicyRule(
+                    api_groups=["agentengine.io"], resources=["agents/executions"], verbs=["get"]
+                )
+            ],
+        }
+        for role, sa in (("bench-oe-reviews", "oe"), ("bench-reader", "reader")):
+            rbac.create_cluster_role(
+                client.V1ClusterRole(metadata=client.V1ObjectMeta(name=role), rules=rules[role])
+            )
+            rbac.create_cluster_role_binding(
+                client.V1ClusterRoleBinding(
+                    metadata=client.V1ObjectMeta(name=role),
+                    role_ref=client.V1RoleRef(
+                        api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role
+                    ),
+                    subjects=[client.RbacV1Subject(kind="ServiceAccount", name=sa, namespace="bench")],
+                )
+            )
+
+        def token(name: str, audiences: list[str]) -> str:
+            request = client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=audiences, expiration_seconds=3600)
+            )
+            return str(core.create_namespaced_service_account_token(name, "bench", request).status.token)
+
+        sa_dir = tmp / "oe-serviceaccount"
+        sa_dir.mkdir()
+        (sa_dir / "token").write_text(token("oe", []))
+        (sa_dir / "ca.crt").write_bytes(plane.ca.cert_pem)
+        return sa_dir, token("reader", ["agent-engine"])
+
+
+async def _auth_latency(
+    oe_port: int, execution_id: str, kube_token: str, *, count: int
+) -> tuple[list[float], list[float]]:
+    """The same read with the static token and with a Kubernetes token, in turn: (static, kubernetes)."""
+    static, kube = [], []
+    base = f"http://127.0.0.1:{oe_port}"
+    async with (
+        httpx.AsyncClient(
+            base_url=base, headers={"authorization": f"Bearer {CLIENT_TOKEN}"}, timeout=30
+        ) as a,
+        httpx.AsyncClient(base_url=base, headers={"authorization": f"Bearer {kube_token}"}, timeout=30) as b,
+    ):
+        path = f"/execution/{execution_id}"
+        for n in range(count + WARMUP_STEPS):
+            s = await _timed(lambda: a.get(path), execution_id.encode())
+            k = await _timed(lambda: b.get(path), execution_id.encode())
+            if n >= WARMUP_STEPS:
+                static.append(s)
+                kube.append(k)
+    return static, kube
+
+
+def _client_auth_bench(stack: Stack, tmp: Path) -> None:
+    """Issue 28: what Kubernetes authn + authz adds to a client request, hit and miss, vs the static token."""
+    from tests.cluster.controlplane import ControlPlane, ControlPlaneError, ensure_binaries
+
+    try:
+        bin_dir = ensure_binaries()
+    except ControlPlaneError as error:
+        print(f"client auth: skipped, no test control plane ({str(error).splitlines()[0]})")
+        return
+    plane = ControlPlane(bin_dir=bin_dir, nodes=1).start()
+    try:
+        sa_dir, reader = _auth_identities(plane, tmp)
+        kube_env = {
+            "OE_SQLITE_PATH": str(tmp / "auth.sqlite3"),
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(plane.apiserver_port),
+            "OE_SERVICEACCOUNT_DIR": str(sa_dir),
+            "OE_CLIENT_AUTH": "kubernetes,static",
+        }
+        oe, port = stack.start_oe(kube_env)
+
+        async def one_execution() -> str:
+            headers = {"authorization": f"Bearer {CLIENT_TOKEN}"}
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30
+            ) as c:
+                return (await _executions(c, 1))[0]
+
+        box: list[str] = []
+
+        async def keep() -> None:
+            box.append(await one_execution())
+
+        _run(keep())
+        results: dict[str, tuple[list[float], list[float]]] = {}
+
+        async def measure(label: str, count: int) -> None:
+            results[label] = await _auth_latency(port, box[0], reader, count=count)
+
+        _run(measure("hit", AUTH_REQUESTS))
+        stack.stop(oe)
+        # Every request a miss: a TokenReview and a SubjectAccessReview each time.
+        oe, port = stack.start_oe({**kube_env, "OE_CLIENT_AUTH_CACHE_TTL_S": "0.000001"})
+        _run(measure("miss", AUTH_MISS_REQUESTS))
+        stack.stop(oe)
+    finally:
+        plane.stop()
+    print("client authn + authz, GET /execution/{id}, the static token and a Kubernetes token in turn:")
+    for label, (static, kube) in results.items():
+        added = _percentile(kube, 0.5) - _percentile(static, 0.5)
+        added99 = _percentile(kube, 0.99) - _percentile(static, 0.99)
+        print(
+            f"  cache {label:4}  static p50 {_ms(_percentile(static, 0.5))}  kubernetes p50 "
+            f"{_ms(_percentile(kube, 0.5))} p99 {_ms(_percentile(kube, 0.99))}  added p50 {_ms(added)} "
+            f"p99 {_ms(added99)}" + ("   (target p50 < 0.3 ms)" if label == "hit" else "")
+        )
 
 
 def _run_value(coroutine: Awaitable[float]) -> float:
