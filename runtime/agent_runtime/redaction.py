@@ -95,62 +95,102 @@ def _base64_cores(data: bytes) -> set[str]:
     return cores
 
 
-def _form_patterns(secret: str) -> list[tuple[int, str]]:
-    """(length, regex) of each form: the raw value, one per base64 core (both alphabets), the hex."""
+def _form_patterns(secret: str) -> list[tuple[str, str]]:
+    """(literal, regex) of each form: the raw value, one per base64 core (both alphabets), the hex."""
     data = secret.encode("utf-8")
-    forms = [(len(secret), "".join(_char(c) for c in secret))]
+    forms = [(secret, "".join(_char(c) for c in secret))]
     for core in sorted(_base64_cores(data)):
-        forms.append((len(core), "".join(_char(c, base64_alphabet=True) for c in core)))
-    forms.append((2 * len(data), _either_case(data.hex())))
+        forms.append((core, "".join(_char(c, base64_alphabet=True) for c in core)))
+    forms += [(data.hex(), data.hex()), (data.hex().upper(), data.hex().upper())]
     return forms
 
 
-class Redactor:
-    """Replaces every form of every known secret value; built once per secret set (see `redactor_for`)."""
+_MIN_ANCHOR = 4
+_RUN = re.compile(r"[A-Za-z0-9]+")
 
-    __slots__ = ("_bytes_pattern", "_pattern", "longest", "secrets")
+
+def _anchor(literal: str) -> str | None:
+    """The longest run of letters and digits of a form: no encoding above ever changes those characters,
+    so every encoded occurrence of the form contains it verbatim (None: too short to pre-filter with)."""
+    longest = max(_RUN.findall(literal), key=len, default="")
+    return longest if len(longest) >= _MIN_ANCHOR else None
+
+
+class _Secret:
+    """One value's forms: the anchors that pre-filter a text, the pattern that finds them."""
+
+    __slots__ = ("anchors", "bytes_anchors", "bytes_pattern", "pattern")
+
+    def __init__(self, secret: str) -> None:
+        forms = sorted(_form_patterns(secret), key=lambda form: len(form[0]), reverse=True)
+        anchors = [_anchor(literal) for literal, _ in forms]
+        # None when a form has no anchor: then every text is a candidate.
+        self.anchors = None if None in anchors else tuple(sorted(set(anchors)))  # type: ignore[arg-type]
+        self.bytes_anchors = None if self.anchors is None else tuple(a.encode() for a in self.anchors)
+        source = "|".join(pattern for _, pattern in forms)
+        self.pattern = re.compile(source)
+        self.bytes_pattern = re.compile(source.encode("utf-8"))
+
+    def may_be_in(self, text: str) -> bool:
+        return self.anchors is None or any(anchor in text for anchor in self.anchors)
+
+    def may_be_in_bytes(self, data: bytes) -> bool:
+        return self.bytes_anchors is None or any(anchor in data for anchor in self.bytes_anchors)
+
+
+class Redactor:
+    """Replaces every form of every known secret value; built once per secret set (see `redactor_for`).
+
+    A text is first searched for each form's anchor (a plain substring search in C, the cheap pass that
+    clears almost every text); only a secret whose anchor is there runs its compiled pattern.
+    """
+
+    __slots__ = ("_held", "longest", "secrets")
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self.secrets = frozenset(s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH)
-        forms = sorted({form for s in self.secrets for form in _form_patterns(s)}, reverse=True)
-        # Longest first: a value that contains another one vanishes whole. An escape is up to 12 characters
-        # per character of the value (a \\u pair), so `longest` bounds what a reader must keep to see one.
-        self.longest = max((length for length, _ in forms), default=0) * 12
-        if forms:
-            source = "|".join(pattern for _, pattern in forms)
-            self._pattern: re.Pattern[str] | None = re.compile(source)
-            self._bytes_pattern: re.Pattern[bytes] | None = re.compile(source.encode("utf-8"))
-        else:
-            self._pattern = self._bytes_pattern = None
+        # Longest first: a value that contains another one vanishes whole.
+        self._held = tuple(_Secret(s) for s in sorted(self.secrets, key=len, reverse=True))
+        # An escape is up to 12 characters per character of a value (a \\u pair): what a reader must keep
+        # past a cut to see a whole occurrence (hex, at 2 per byte of up to 4 bytes, is inside that).
+        self.longest = max((len(s) for s in self.secrets), default=0) * 12
 
     def __bool__(self) -> bool:
-        return self._pattern is not None
+        return bool(self._held)
 
     def text(self, text: str) -> str:
         """`text` with every form of every secret replaced by REDACTED."""
-        if self._pattern is None or not text:
-            return text
-        return self._pattern.sub(REDACTED, text)
+        for held in self._held:
+            if text and held.may_be_in(text):
+                text = held.pattern.sub(REDACTED, text)
+        return text
 
     def data(self, data: bytes) -> bytes:
         """The same for bytes (a provider's body before it is decoded)."""
-        if self._bytes_pattern is None or not data:
-            return data
-        return self._bytes_pattern.sub(REDACTED.encode(), data)
+        for held in self._held:
+            if data and held.may_be_in_bytes(data):
+                data = held.bytes_pattern.sub(REDACTED.encode(), data)
+        return data
 
     def found(self, text: str) -> bool:
         """True when `text` holds any form of any secret."""
-        return self._pattern is not None and self._pattern.search(text) is not None
+        return any(held.may_be_in(text) and held.pattern.search(text) for held in self._held)
 
     def value(self, value: Any) -> Any:
         """A JSON value with every secret form cut out of its strings, keys and numbers, also where one is
         split across neighbouring strings. Returns `value` itself when nothing is found (the usual case)."""
-        if self._pattern is None:
+        if not self._held:
             return value
         leaves: list[str] = []
         _collect(value, leaves)
         joined = "".join(leaves)
-        if self._pattern.search(joined) is None:
+        matches = [
+            match.span()
+            for held in self._held
+            if held.may_be_in(joined)
+            for match in held.pattern.finditer(joined)
+        ]
+        if not matches:
             return value
         ends = []
         total = 0
@@ -158,8 +198,7 @@ class Redactor:
             total += len(leaf)
             ends.append(total)
         spans: dict[int, list[tuple[int, int]]] = {}
-        for match in self._pattern.finditer(joined):
-            start, end = match.span()
+        for start, end in matches:
             index = bisect.bisect_right(ends, start)
             while index < len(leaves) and ends[index] - len(leaves[index]) < end:
                 begins = ends[index] - len(leaves[index])
@@ -211,10 +250,11 @@ def _cut(leaves: list[str], spans: dict[int, list[tuple[int, int]]], index: int,
     at = 0
     for start, end in sorted(cuts):
         if end <= at:
-            continue
-        pieces.append(text[at:start] if start > at else "")
-        pieces.append(REDACTED)
-        at = max(at, end)
+            continue  # inside a cut already made (two secrets' matches may overlap)
+        if start >= at:
+            pieces.append(text[at:start])
+            pieces.append(REDACTED)
+        at = end
     pieces.append(text[at:])
     return "".join(pieces)
 
