@@ -486,7 +486,8 @@ class ControlPlane:
         return pinned_versions()
 
     def _start(self, *, deadline: float) -> None:
-        ports = Ports(*free_ports(5))
+        *component_ports, oidc_port = free_ports(6)
+        ports = Ports(*component_ports)
         self.apiserver_port = ports.apiserver
         self.server = f"https://127.0.0.1:{ports.apiserver}"
         pki_dir = self.work_dir / "pki"
@@ -494,7 +495,7 @@ class ControlPlane:
         for d in (pki_dir, logs, self.work_dir / "etcd"):
             d.mkdir(mode=0o700)
         self._write_credentials(pki_dir)
-        self.oidc = OIDCIssuer(ca=self.ca, port=free_ports(1)[0]).start()
+        self.oidc = OIDCIssuer(ca=self.ca, port=oidc_port).start()
         (pki_dir / "authentication.json").write_text(self.oidc.authentication_config())
         extra: tuple[str, ...] = (f"--authentication-config={pki_dir / 'authentication.json'}",)
         if self.real_node:
