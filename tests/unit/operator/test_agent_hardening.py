@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from agent_operator.settings import (
     parse_default_resources,
 )
 from tests.conftest import REPO_ROOT
+from tests.unit import test_chart_render as chart
 from tests.unit.operator.specimens import agent_body, connector_body, inputs
 
 SETTINGS = RenderSettings()
@@ -386,3 +388,26 @@ def test_the_operator_itself_never_asks_an_mcp_server_at_a_metadata_address() ->
     assert "spec.config.url" in outcome.condition.message
     allowed = DiscoverySettings.from_env({"AGENT_OPERATOR_ALLOW_METADATA_ADDRESSES": "true"})
     assert allowed.allow_metadata_addresses and not DiscoverySettings.from_env({}).allow_metadata_addresses
+
+
+@pytest.fixture
+def helm() -> Path:
+    path = chart.cache_root() / f"k8s-{chart.pinned_versions()['K8S_VERSION']}" / "bin" / "helm"
+    if not path.exists():
+        pytest.skip(f"no helm at {path}: run `make cluster-bins`")
+    return path
+
+
+def test_the_chart_hands_its_agent_values_to_the_operator(helm: Path) -> None:
+    """helm template, then the operator's own settings parser on the operator Deployment's env."""
+    values = {"agents__resources__tool__limits__memory": "2Gi", "agents__allowMetadataAddresses": "true"}
+    docs = chart.render(helm, **values)
+    (operator,) = (
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-operator")
+    )
+    container = operator["spec"]["template"]["spec"]["containers"][0]
+    settings = OperatorSettings.from_env({e["name"]: e.get("value", "") for e in container["env"]}).render
+    assert settings.default_resources["tool"]["limits"] == {"cpu": "1", "memory": "2Gi"}
+    assert settings.default_resources["aer"] == RenderSettings().default_resources["aer"]
+    assert settings.allow_metadata_addresses is True
+    assert "agents/resources/aer/requests" in chart.refused(helm, {"agents.resources.aer.requests.gpu": "1"})
