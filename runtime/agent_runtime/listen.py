@@ -147,8 +147,8 @@ def _number_problem(token: bytes) -> str | None:
     if token.lstrip(b"-") in (b"NaN", b"Infinity"):
         return "NaN and Infinity are not JSON numbers; send a finite number or null"
     if not any(c in token for c in b".eE"):
-        if abs(int(token)) > _MAX_INT64:
-            return "an integer outside signed 64 bits (±9223372036854775807); send a smaller number"
+        if not -_MAX_INT64 - 1 <= int(token) <= _MAX_INT64:
+            return "an integer outside signed 64 bits (-2**63 to 2**63-1); send a smaller number"
         return None
     if math.isinf(float(token)):
         return "a number too large for a double; send a smaller number"
