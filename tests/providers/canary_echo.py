@@ -10,6 +10,8 @@ come back in every form the Tool Pod must redact. Real HTTP on 127.0.0.1 only.
 - any other path: 200 with the echo as JSON.
 
 `with running_canary_echo() as echo:` serves for the block; `echo.requests` records what came in.
+`with running_echo_smtp() as (host, port):` is the same for SMTP (aiosmtpd): it accepts any AUTH and then
+refuses the message with a 554 that quotes the password raw, as AUTH PLAIN's base64 and as hex.
 """
 
 from __future__ import annotations
@@ -130,3 +132,39 @@ def running_canary_echo() -> Iterator[RunningCanaryEcho]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@contextlib.contextmanager
+def running_echo_smtp() -> Iterator[tuple[str, int]]:
+    """An SMTP server on loopback whose refusal of DATA quotes the credential the session logged in with."""
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    logins: dict[int, tuple[bytes, bytes]] = {}
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            login, password = logins.get(id(session), (b"", b""))
+            plain = base64.b64encode(b"\0" + login + b"\0" + password).decode()
+            quoted = f"password={password.decode()} auth={plain} hex={password.hex()}"
+            return f"554 5.7.1 rejected for {login.decode()} {quoted}"
+
+    def authenticator(server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> AuthResult:
+        if isinstance(auth_data, LoginPassword):
+            logins[id(session)] = (auth_data.login, auth_data.password)
+        return AuthResult(success=True)
+
+    port = free_port()
+    controller = Controller(
+        Handler(),
+        hostname="127.0.0.1",
+        port=port,
+        authenticator=authenticator,
+        auth_required=True,
+        auth_require_tls=False,  # loopback only
+    )
+    controller.start()
+    try:
+        yield "127.0.0.1", port
+    finally:
+        controller.stop()

@@ -4,18 +4,18 @@ Real processes on loopback: the OE, the AER and the Tool Pod (the launcher in ea
 peer, a provider that echoes every request whole and in every encoding (tests/providers/canary_echo.py) in
 200 and error answers, and a real MCP server whose tools quote the bearer they got. One connector of each
 kind holds its own canary credential: OpenAPI with bearer, basic, query key and header key; the built-in
-http, webhook, slack, github, notion, stripe and google types; MCP; a tenant tool that returns its secret
-encoded and split; and a local tool in the AER that returns the runtime token (the OE's own guard).
+http, webhook, slack, github, notion, stripe, google and email types; MCP; a tenant tool that returns its
+secret encoded and split; and a local tool in the AER that returns the runtime token (the OE's own guard).
 
 Two governed turns run (every tool called directly, then the same tools driven by the model), and every
 place a credential could end up is scanned for every canary in every form: the executions, the list, the
 audit, the events, the OE's SQLite store (replay cache included), what the model peer received, and every
 process log. Zero hits.
 
-Not echoable here: postgres and mysql (the password never comes back on the wire: SCRAM and
-caching_sha2 send proofs, not the password, and the servers' errors do not quote it) and email (SMTP AUTH
-could be echoed only by a peer we do not run); webhook sends only an HMAC of its secret, which is scanned
-for anyway.
+email runs against an SMTP peer that refuses the message quoting the password raw, as AUTH PLAIN's base64
+and as hex. Not echoable: postgres and mysql (the password never comes back on the wire: SCRAM and
+caching_sha2 send proofs, not the password, and the servers' errors do not quote it); webhook sends only an
+HMAC of its secret, which is scanned for anyway.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from agent_runtime.connectors.mcp.catalog import server_id_for_name
 from agent_runtime.mcp_servers import mcp_server_connectors
 from tests.conftest import Process
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, LLM_KEY, RUNTIME_TOKEN, Platform, Tenant
-from tests.providers.canary_echo import RunningCanaryEcho, running_canary_echo
+from tests.providers.canary_echo import RunningCanaryEcho, running_canary_echo, running_echo_smtp
 from tests.providers.llm_peer import RunningLLMPeer, Turn, running_llm_peer
 from tests.providers.mcp_peer import McpPeer, mcp_server
 
@@ -67,6 +67,7 @@ CANARIES: dict[str, tuple[str, str]] = {  # env name -> (connector kind, value)
     "GOOGLE_CLIENT_SECRET": ("builtin-google", "GOCSPX-canary/google+sec=55ee"),
     "GOOGLE_REFRESH_TOKEN": ("builtin-google", "1//canary-google+refresh=66ff"),
     "CRM_MCP_TOKEN": ("mcp", "mcp-canary/token+crm=77ab"),
+    "MAIL_PASSWORD": ("builtin-email", "Ma1l/canary+pw=88cd~q"),
 }
 OPENAPI_SCHEMES = {
     "bearer": {"type": "http", "scheme": "bearer"},
@@ -114,7 +115,7 @@ def openapi_document(kind: str) -> dict[str, Any]:
     }
 
 
-def canary_bundle(directory: Path, *, echo: str, mcp_port: int, tmp: Path) -> Path:
+def canary_bundle(directory: Path, *, echo: str, mcp_port: int, smtp: tuple[str, int], tmp: Path) -> Path:
     connectors = []
     for kind in OPENAPI_SCHEMES:
         catalog = compile_catalog(openapi_document(kind), connector_name=kind)
@@ -167,6 +168,18 @@ def canary_bundle(directory: Path, *, echo: str, mcp_port: int, tmp: Path) -> Pa
             },
             credentials={"client_secret": "GOOGLE_CLIENT_SECRET", "refresh_token": "GOOGLE_REFRESH_TOKEN"},
         ),
+        materialize_builtin(
+            name="mailbox",
+            type_name="email",
+            config={
+                "username": "agent@example.test",
+                "from_address": "agent@example.test",
+                "smtp_host": smtp[0],
+                "smtp_port": smtp[1],
+                "smtp_security": "none",
+            },
+            credentials={"password": "MAIL_PASSWORD"},
+        ),
     ]
     config = tmp / "agent.yaml"
     config.write_text(
@@ -187,6 +200,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("notion.search", {}),
     ("stripe.list_charges", {}),
     ("gdrive.list_files", {}),
+    ("email.send", {"to": ["ada@example.test"], "subject": "report", "body": "all green"}),
     (f"mcp.{ID8}.echo_auth", {}),
     (f"mcp.{ID8}.echo_auth_fail", {}),
     ("env_echo", {"name": "BEARER_TOKEN"}),
@@ -207,6 +221,12 @@ def llm_peer() -> Iterator[RunningLLMPeer]:
 
 
 @pytest.fixture
+def smtp() -> Iterator[tuple[str, int]]:
+    with running_echo_smtp() as address:
+        yield address
+
+
+@pytest.fixture
 def mcp_peer() -> Iterator[McpPeer]:
     with mcp_server(mode="json", token=CANARIES["CRM_MCP_TOKEN"][1], echo_auth=True) as peer:
         yield peer
@@ -219,9 +239,10 @@ def platform(
     llm_peer: RunningLLMPeer,
     echo: RunningCanaryEcho,
     mcp_peer: McpPeer,
+    smtp: tuple[str, int],
 ) -> Platform:
     def bundle(directory: Path, provider_url: str) -> Path:
-        return canary_bundle(directory, echo=provider_url, mcp_port=mcp_peer.port, tmp=tmp_path)
+        return canary_bundle(directory, echo=provider_url, mcp_port=mcp_peer.port, smtp=smtp, tmp=tmp_path)
 
     tenant = Tenant(
         entrypoint="canary_agent:app",
@@ -301,7 +322,8 @@ def test_no_credential_in_any_form_leaves_the_tool_pod(
     # Each credential did reach its provider (so the echo had something to leak) ...
     seen = json.dumps(echo.requests)
     reached = [env for env, (_, value) in CANARIES.items() if any(f in seen for f in forms(value).values())]
-    assert set(CANARIES) - set(reached) <= {"WEBHOOK_SECRET", "CRM_MCP_TOKEN"}, reached  # HMAC only; MCP peer
+    # (Not seen by the HTTP echo: webhook's secret (only an HMAC is sent), the MCP and SMTP peers' own.)
+    assert set(CANARIES) - set(reached) <= {"WEBHOOK_SECRET", "CRM_MCP_TOKEN", "MAIL_PASSWORD"}, reached
     assert mcp_peer.stats()["calls"].get("echo_auth", 0) == 2
 
     # ... and nowhere does any of them come back.
