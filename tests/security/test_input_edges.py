@@ -215,6 +215,17 @@ def test_an_event_id_past_int64_is_a_400_naming_it(platform: Platform, execution
     assert first.startswith(("id:", ":")), first
 
 
+def test_an_interrupt_step_past_what_an_execution_takes_is_a_400_naming_step(
+    platform: Platform, execution_id: str
+) -> None:
+    with platform.client() as client:
+        asked = client.post(f"/execution/{execution_id}/interrupt", json={"step": 2**63 - 1})
+        status = client.get(f"/execution/{execution_id}/interrupts/{2**64}")
+    for response in (asked, status):
+        assert response.status_code == 400, response.text
+        assert _fields(response) == ["step"]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -413,7 +424,7 @@ def _body_of(
 
 
 FUZZ = settings(
-    max_examples=30,
+    max_examples=50,
     deadline=None,
     derandomize=True,
     database=None,

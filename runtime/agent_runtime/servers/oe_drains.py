@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -20,7 +20,7 @@ from starlette.routing import Route
 from agent_runtime.oe.drains import delivery_view
 from agent_runtime.oe.engine import Orchestrator
 from agent_runtime.oe.store.deliveries import drain_key, interrupt_key
-from agent_runtime.protocol import validation_problems
+from agent_runtime.protocol import MAX_STEP, Step, validation_problems
 
 Handler = Callable[[Request], Awaitable[Response]]
 MAX_INTERRUPT_BODY_BYTES = 4096
@@ -31,7 +31,7 @@ class InterruptBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=1)
+    step: Step
 
 
 def drain_routes(engine: Orchestrator, guard: Callable[[Handler], Handler]) -> list[Route]:
@@ -69,6 +69,9 @@ def drain_routes(engine: Orchestrator, guard: Callable[[Handler], Handler]) -> l
     async def interrupt_status(request: Request) -> Response:
         record = await engine.get(request.path_params["execution_id"])
         step = int(request.path_params["step"])
+        if not 1 <= step <= MAX_STEP:
+            problem = f"must be a step number from 1 to {MAX_STEP}"
+            return JSONResponse({"detail": [{"field": "step", "problem": problem}]}, status_code=400)
         delivery = await engine.store.get_delivery(interrupt_key(record.execution_id, step))
         if delivery is None:
             return JSONResponse(
