@@ -41,6 +41,10 @@ def claim(live: Mapping[str, Any], *, kind: str, agent: str, agent_uid: str) -> 
     if owner is not None:
         if owner.get("kind") == "Agent" and owner.get("uid") == agent_uid:
             return Claim("ours", f"{kind} {name}")
+        if owner.get("kind") == "Agent" and owner.get("name") == agent:  # deleted and created again
+            return Claim(
+                "taken", f"{kind} {name} (an earlier Agent {agent}'s, until the garbage collector removes it)"
+            )
         return Claim("taken", f"{kind} {name} (owned by {owner.get('kind', '?')} {owner.get('name', '?')})")
     ours = labels.get("app.kubernetes.io/managed-by") == MANAGED_BY and labels.get(AGENT_LABEL) == agent
     if ours:

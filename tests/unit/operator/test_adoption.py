@@ -27,7 +27,8 @@ def test_owned_by_this_agent_is_ours() -> None:
 
 def test_an_earlier_agent_of_the_same_name_or_another_controller_has_taken_it() -> None:
     earlier = _live(labels=OURS, owners=[{"kind": "Agent", "name": "bot", "uid": "old", "controller": True}])
-    assert claim(earlier, kind="Deployment", agent="bot", agent_uid=UID).verdict == "taken"
+    verdict = claim(earlier, kind="Deployment", agent="bot", agent_uid=UID)
+    assert verdict.verdict == "taken" and "an earlier Agent bot's" in verdict.holder
     other = _live(owners=[{"kind": "ReplicaSet", "name": "web-1", "uid": "x", "controller": True}])
     verdict = claim(other, kind="Deployment", agent="bot", agent_uid=UID)
     assert verdict.verdict == "taken" and verdict.holder == "Deployment bot-aer (owned by ReplicaSet web-1)"
