@@ -25,6 +25,7 @@ from agent_runtime.oe.store import (
     StepRecord,
     Store,
 )
+from agent_runtime.oe.store.base import Identity, StepDecider
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
 from tests.conftest import REPO_ROOT
 from tests.integration.stores import Backend
@@ -277,6 +278,65 @@ def test_list_executions_order_filters_and_pages(backend: Backend) -> None:
             await store.list_executions(cursor="not a cursor")
         with pytest.raises(ValueError):
             await store.list_executions(limit=0)
+
+    backend.run(scenario)
+
+
+def test_lists_keep_only_the_namespaces_a_client_may_read_and_identities_round_trip(backend: Backend) -> None:
+    """Issue 28: `project_ids` filters a list to readable namespaces (empty: nothing); who invoked, decided,
+    cancelled and interrupted is kept with the execution."""
+    alice = Identity(
+        username="system:serviceaccount:people:alice", uid="u-1", groups=["system:authenticated"]
+    )
+    carol = Identity(username="oidc:carol", groups=["oidc:ops"])
+    records = [
+        execution(f"e-{i}", agent=f"{ns}/bot", at=T0 + i)
+        for i, ns in enumerate(["team-a", "team-b", "team-c"] * 3)
+    ]
+    records[0] = records[0].model_copy(update={"invoked_by": alice})
+
+    async def scenario(store: Store) -> None:
+        for record in records:
+            await store.create_execution(record)
+        page = await store.list_executions(project_ids=frozenset({"team-a", "team-c"}), limit=4)
+        assert [r.execution_id for r in page.items] == ["e-8", "e-6", "e-5", "e-3"] and page.next_cursor
+        rest = await store.list_executions(
+            project_ids=frozenset({"team-a", "team-c"}), cursor=page.next_cursor
+        )
+        assert [r.execution_id for r in rest.items] == ["e-2", "e-0"]
+        assert (await store.list_executions(project_ids=frozenset())).items == []
+        both = await store.list_executions(project_id="team-b", project_ids=frozenset({"team-a"}))
+        assert both.items == []
+        stored = await store.get_execution("e-0")
+        assert stored is not None and stored.invoked_by == alice
+        review = Review(step=1, kind="approval_required", decision="approved", at=T0, decided_by=carol)
+        updated = await store.transition(
+            "e-0",
+            from_states=frozenset({S.PENDING}),
+            changes={
+                "status": S.CANCELLED,
+                "reviews": [review],
+                "cancelled_by": carol,
+                "interrupted_by": [StepDecider(step=2, by=alice, at=T0)],
+            },
+        )
+        assert (
+            updated is not None and updated.cancelled_by == carol and updated.reviews[0].decided_by == carol
+        )
+        again = await store.get_execution("e-0")
+        assert again == updated and again.interrupted_by[0].by == alice
+        await store.append_audit(
+            AuditRecord(
+                execution_id="e-0",
+                agent="team-a/bot",
+                workspace_id="team-a.bot",
+                kind="cancel",
+                decision="cancelled",
+                decided_by=carol,
+                at=T0,
+            )
+        )
+        assert (await store.list_audit("e-0"))[0].decided_by == carol
 
     backend.run(scenario)
 
