@@ -12,6 +12,8 @@ come back in every form the Tool Pod must redact. Real HTTP on 127.0.0.1 only.
 `with running_canary_echo() as echo:` serves for the block; `echo.requests` records what came in.
 `with running_echo_smtp() as (host, port):` is the same for SMTP (aiosmtpd): it accepts any AUTH and then
 refuses the message with a 554 that quotes the password raw, as AUTH PLAIN's base64 and as hex.
+`with running_echo_postgres() as (host, port):` speaks just enough of PostgreSQL's protocol to ask for the
+password in clear text and refuse the login with an error quoting it (raw, base64, hex).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -168,3 +172,66 @@ def running_echo_smtp() -> Iterator[tuple[str, int]]:
         yield "127.0.0.1", port
     finally:
         controller.stop()
+
+
+def _pg_read(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the client went away")
+        data += chunk
+    return data
+
+
+def _pg_session(conn: socket.socket) -> None:
+    with conn:
+        while True:  # SSL and GSS encryption requests are declined with 'N', then comes the startup
+            length = struct.unpack("!i", _pg_read(conn, 4))[0]
+            payload = _pg_read(conn, length - 4)
+            if struct.unpack("!i", payload[:4])[0] in (80877103, 80877104):
+                conn.sendall(b"N")
+                continue
+            break
+        conn.sendall(b"R" + struct.pack("!ii", 8, 3))  # AuthenticationCleartextPassword
+        _kind, length = struct.unpack("!ci", _pg_read(conn, 5))
+        password = _pg_read(conn, length - 4).rstrip(b"\0")
+        message = (
+            f"login refused: password={password.decode()} b64={base64.b64encode(password).decode()} "
+            f"hex={password.hex()}"
+        ).encode()
+        fields = b"SERROR\0VERROR\0CXX000\0M" + message + b"\0\0"
+        conn.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
+
+
+@contextlib.contextmanager
+def running_echo_postgres() -> Iterator[tuple[str, int]]:
+    """A fake PostgreSQL server on loopback that quotes the password it was sent in its login error."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(5)
+            threading.Thread(target=_pg_session_quiet, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, name="echo-postgres", daemon=True)
+    thread.start()
+    try:
+        yield "127.0.0.1", listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def _pg_session_quiet(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError, ConnectionError, struct.error):
+        _pg_session(conn)

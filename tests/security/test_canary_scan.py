@@ -4,8 +4,9 @@ Real processes on loopback: the OE, the AER and the Tool Pod (the launcher in ea
 peer, a provider that echoes every request whole and in every encoding (tests/providers/canary_echo.py) in
 200 and error answers, and a real MCP server whose tools quote the bearer they got. One connector of each
 kind holds its own canary credential: OpenAPI with bearer, basic, query key and header key; the built-in
-http, webhook, slack, github, notion, stripe, google and email types; MCP; a tenant tool that returns its
-secret encoded and split; and a local tool in the AER that returns the runtime token (the OE's own guard).
+http, webhook, slack, github, notion, stripe, google, email and postgres types; MCP; a tenant tool that
+returns its secret encoded and split; and a local tool in the AER that returns the runtime token (the OE's
+own guard).
 
 Two governed turns run (every tool called directly, then the same tools driven by the model), and every
 place a credential could end up is scanned for every canary in every form: the executions, the list, the
@@ -13,9 +14,10 @@ audit, the events, the OE's SQLite store (replay cache included), what the model
 process log. Zero hits.
 
 email runs against an SMTP peer that refuses the message quoting the password raw, as AUTH PLAIN's base64
-and as hex. Not echoable: postgres and mysql (the password never comes back on the wire: SCRAM and
-caching_sha2 send proofs, not the password, and the servers' errors do not quote it); webhook sends only an
-HMAC of its secret, which is scanned for anyway.
+and as hex; postgres against a PostgreSQL stand-in that asks for the password in clear text and refuses the
+login quoting it (a real server never does: SCRAM sends a proof). Not echoable: mysql (caching_sha2 sends a
+scramble, never the password; the clear-text plugin needs TLS); webhook sends only an HMAC of its secret,
+which is scanned for anyway.
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ from agent_runtime.connectors.mcp.catalog import server_id_for_name
 from agent_runtime.mcp_servers import mcp_server_connectors
 from tests.conftest import Process
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, LLM_KEY, RUNTIME_TOKEN, Platform, Tenant
-from tests.providers.canary_echo import RunningCanaryEcho, running_canary_echo, running_echo_smtp
+from tests.providers.canary_echo import (
+    RunningCanaryEcho,
+    running_canary_echo,
+    running_echo_postgres,
+    running_echo_smtp,
+)
 from tests.providers.llm_peer import RunningLLMPeer, Turn, running_llm_peer
 from tests.providers.mcp_peer import McpPeer, mcp_server
 
@@ -68,6 +75,7 @@ CANARIES: dict[str, tuple[str, str]] = {  # env name -> (connector kind, value)
     "GOOGLE_REFRESH_TOKEN": ("builtin-google", "1//canary-google+refresh=66ff"),
     "CRM_MCP_TOKEN": ("mcp", "mcp-canary/token+crm=77ab"),
     "MAIL_PASSWORD": ("builtin-email", "Ma1l/canary+pw=88cd~q"),
+    "PG_PASSWORD": ("builtin-postgres", "Pg/canary+pw=99ef~r"),
 }
 OPENAPI_SCHEMES = {
     "bearer": {"type": "http", "scheme": "bearer"},
@@ -115,7 +123,15 @@ def openapi_document(kind: str) -> dict[str, Any]:
     }
 
 
-def canary_bundle(directory: Path, *, echo: str, mcp_port: int, smtp: tuple[str, int], tmp: Path) -> Path:
+def canary_bundle(
+    directory: Path,
+    *,
+    echo: str,
+    mcp_port: int,
+    smtp: tuple[str, int],
+    postgres: tuple[str, int],
+    tmp: Path,
+) -> Path:
     connectors = []
     for kind in OPENAPI_SCHEMES:
         catalog = compile_catalog(openapi_document(kind), connector_name=kind)
@@ -180,6 +196,12 @@ def canary_bundle(directory: Path, *, echo: str, mcp_port: int, smtp: tuple[str,
             },
             credentials={"password": "MAIL_PASSWORD"},
         ),
+        materialize_builtin(
+            name="shop-db",
+            type_name="postgres",
+            config={"host": postgres[0], "port": postgres[1], "database": "shop", "user": "agent"},
+            credentials={"password": "PG_PASSWORD"},
+        ),
     ]
     config = tmp / "agent.yaml"
     config.write_text(
@@ -201,6 +223,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("stripe.list_charges", {}),
     ("gdrive.list_files", {}),
     ("email.send", {"to": ["ada@example.test"], "subject": "report", "body": "all green"}),
+    ("postgres.query", {"sql": "SELECT 1"}),
     (f"mcp.{ID8}.echo_auth", {}),
     (f"mcp.{ID8}.echo_auth_fail", {}),
     ("env_echo", {"name": "BEARER_TOKEN"}),
@@ -227,6 +250,12 @@ def smtp() -> Iterator[tuple[str, int]]:
 
 
 @pytest.fixture
+def postgres() -> Iterator[tuple[str, int]]:
+    with running_echo_postgres() as address:
+        yield address
+
+
+@pytest.fixture
 def mcp_peer() -> Iterator[McpPeer]:
     with mcp_server(mode="json", token=CANARIES["CRM_MCP_TOKEN"][1], echo_auth=True) as peer:
         yield peer
@@ -240,9 +269,12 @@ def platform(
     echo: RunningCanaryEcho,
     mcp_peer: McpPeer,
     smtp: tuple[str, int],
+    postgres: tuple[str, int],
 ) -> Platform:
     def bundle(directory: Path, provider_url: str) -> Path:
-        return canary_bundle(directory, echo=provider_url, mcp_port=mcp_peer.port, smtp=smtp, tmp=tmp_path)
+        return canary_bundle(
+            directory, echo=provider_url, mcp_port=mcp_peer.port, smtp=smtp, postgres=postgres, tmp=tmp_path
+        )
 
     tenant = Tenant(
         entrypoint="canary_agent:app",
@@ -323,7 +355,8 @@ def test_no_credential_in_any_form_leaves_the_tool_pod(
     seen = json.dumps(echo.requests)
     reached = [env for env, (_, value) in CANARIES.items() if any(f in seen for f in forms(value).values())]
     # (Not seen by the HTTP echo: webhook's secret (only an HMAC is sent), the MCP and SMTP peers' own.)
-    assert set(CANARIES) - set(reached) <= {"WEBHOOK_SECRET", "CRM_MCP_TOKEN", "MAIL_PASSWORD"}, reached
+    others = {"WEBHOOK_SECRET", "CRM_MCP_TOKEN", "MAIL_PASSWORD", "PG_PASSWORD"}
+    assert set(CANARIES) - set(reached) <= others, reached
     assert mcp_peer.stats()["calls"].get("echo_auth", 0) == 2
 
     # ... and nowhere does any of them come back.
