@@ -129,11 +129,11 @@ def test_a_cancel_drains_every_runtime_that_served_it_at_the_pod_that_answered(
     assert [(r["decision"], r["status"]) for r in audit] == [("quiet", "completed")]
 
     # Both runtimes hold the drain: a new run or call of the execution is refused at admission.
-    headers = {"authorization": "Bearer loop-runtime-token-5be1c0de"}
+    # (Playing the OE: its signed statement for each runtime, issue 27.)
     rerun = httpx.post(
         f"{platform.aer_url}/execute",
         json={"execution_id": turn.execution_id, "workspace_id": "team-a.loop", "input": {}},
-        headers=headers,
+        headers=platform.runtime_headers("aer", execution_id=turn.execution_id),
     )
     assert (rerun.status_code, rerun.json()["error"]) == (409, "execution_draining")
     call = httpx.post(
@@ -144,7 +144,7 @@ def test_a_cancel_drains_every_runtime_that_served_it_at_the_pod_that_answered(
             "execution_id": turn.execution_id,
             "step": 9,
         },
-        headers=headers,
+        headers=platform.runtime_headers("tool", execution_id=turn.execution_id),
     ).json()
     assert (call["status"], call["error"]["category"]) == ("error", "execution_draining")
     assert not (tmp_path / "late").exists()
