@@ -42,6 +42,21 @@ def test_a_key_with_escapes_is_named_as_decoded() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"a": "ends in a backslash \\\\", "b": ' + b"[" * 70 + b"]" * 70 + b"}", "b"),
+        (b'{"a": "\\"' + b"[" * 70 + b'", "b": 1}', None),
+        (b'{"a": "\\\\\\"' + b"{" * 70 + b'", "b": "\\n[[["}', None),
+    ],
+    ids=["escaped-backslash-then-quote", "escaped-quote-then-brackets", "both"],
+)
+def test_escapes_never_hide_or_fake_a_quote(raw: bytes, field: str | None) -> None:
+    json.loads(raw)  # each is valid JSON
+    problem = json_edge_problem(raw)
+    assert (problem and problem["field"]) == field, problem
+
+
 def test_a_deep_array_at_the_top_is_the_body() -> None:
     problem = json_edge_problem(b"[" * 100 + b"]" * 100)
     assert problem is not None and problem["field"] == "(body)"
