@@ -7,6 +7,7 @@ run a tool or a model call the OE does not know, nor read another user's or anot
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -25,6 +26,8 @@ from agent_runtime.execution_token import (
     public_key_pem,
     sign,
 )
+from agent_runtime.sdk.context import RequestContext, run_scope
+from agent_runtime.sdk.memory import MemoryClient, MemoryRequestError
 from tests.conftest import Process
 from tests.integration.loop.harness import AGENT, RUNTIME_TOKEN, Platform
 from tests.integration.memory.launched import TOKEN as MEMORY_TOKEN
@@ -250,4 +253,31 @@ def test_memory_scope_comes_from_the_oe_statement_alone(
         assert [r["content"] for r in exported.json()["results"]] == ["alice likes window seats"]
         refused = http.post("/memory/semantic/records", json=record, headers=headers(export))
         assert refused.status_code == 403 and refused.json()["error"] == "read_only_statement"
+
+        # Tenant code in Alice's run: MemoryClient sends the run's statement; naming Bob is refused.
+        asyncio.run(_tenant_code_in_alices_run(server.base_url, alice))
     assert "aes1." not in server.process.output()
+
+
+async def _tenant_code_in_alices_run(base_url: str, statement: str) -> None:
+    context = RequestContext(
+        execution_id="ex-1",
+        workspace_id=WORKSPACE,
+        user_id="alice",
+        org_id="acme",
+        memory_credential=statement,
+    )
+    client = MemoryClient(base_url, token=MEMORY_TOKEN)
+    try:
+        with run_scope(context, oe=None):
+            hits = await client.search(namespace="prefs")
+            assert [hit.content for hit in hits] == ["alice likes window seats"]
+            with pytest.raises(MemoryRequestError) as refused:
+                await client.search(namespace="prefs", user_id="bob")
+            assert refused.value.status == 403 and refused.value.error == "scope_not_granted"
+        # Outside the run the client has no statement: refused, whatever it names.
+        with pytest.raises(MemoryRequestError) as outside:
+            await client.search(namespace="prefs", user_id="alice", org_id="acme")
+        assert outside.value.status == 403 and outside.value.error == "statement_required"
+    finally:
+        await client.aclose()
