@@ -281,3 +281,29 @@ async def _tenant_code_in_alices_run(base_url: str, statement: str) -> None:
         assert outside.value.status == 403 and outside.value.error == "statement_required"
     finally:
         await client.aclose()
+
+
+@pytest.mark.timeout(180)
+def test_the_internal_resume_route_is_authorized_as_the_gateway_route(platform: Platform) -> None:
+    """Issue 27: `POST /resume/{id}` resumed any execution with one token and no project check."""
+    execution_id = platform.invoke(_calls(("transfer", {"amount": 7, "to": "eve"})))
+    assert platform.wait(execution_id)["status"] == "suspended"
+    # The same OE store, now with a client credential that may act in team-b only.
+    oe = platform.processes.pop("oe")
+    oe.popen.terminate()
+    oe.popen.wait(timeout=30)
+    platform.start_oe(extra={"OE_CLIENT_TOKEN_NAMESPACES": "team-b"})
+    with platform.client() as client:
+        internal = client.post(f"/resume/{execution_id}", json={"human_review": {"decision": "approved"}})
+        gateway = client.post(
+            f"/api/v1/projects/team-a/executions/{execution_id}/resume", json={"decision": "approved"}
+        )
+        unknown = client.post("/resume/" + "0" * 32, json={"human_review": {"decision": "approved"}})
+        # Refused alike, worded like an unknown execution: the caller learns nothing about it.
+        assert internal.status_code == gateway.status_code == unknown.status_code == 404, (
+            internal.text,
+            gateway.text,
+        )
+        assert internal.json()["error"] == unknown.json()["error"]
+    time.sleep(1.0)
+    assert not platform.ledger.exists(), "the refused resume ran the approved call"
