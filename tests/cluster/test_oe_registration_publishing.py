@@ -14,8 +14,15 @@ from tests.cluster.operator_harness import Api, RunningOperator, apply_all, mani
 def test_registration_published_reported_pruned_and_withdrawn(
     api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
-    # The test namespace plays the OE's namespace: the chart's Role lets the operator publish there.
-    operator = start_operator(extra_env={"AGENT_OPERATOR_OE_NAMESPACE": api.namespace}, resync_seconds=2)
+    # The chart's registrations' namespace (the harness applies it): the chart's Role lets the operator
+    # publish there.
+    where = f"{api.namespace}-registrations"
+    operator = start_operator(extra_env={"AGENT_OPERATOR_REGISTRATIONS_NAMESPACE": where}, resync_seconds=2)
+
+    def secret(name: str) -> dict | None:
+        response = api.http.get(f"/api/v1/namespaces/{where}/secrets/{name}")
+        return None if response.status_code == 404 else response.json()
+
     apply_all(api, manifests(api.namespace))
     ready(api)
     registered = wait_for(
@@ -23,9 +30,9 @@ def test_registration_published_reported_pruned_and_withdrawn(
     )
     assert registered
     name = registration_secret_name(api.namespace, "bot")
-    secret = api.get("secrets", name)
-    assert secret is not None and secret["metadata"]["labels"][REGISTRATION_LABEL] == "true"
-    document = json.loads(base64.b64decode(secret["data"][REGISTRATION_KEY]))
+    published = secret(name)
+    assert published is not None and published["metadata"]["labels"][REGISTRATION_LABEL] == "true"
+    document = json.loads(base64.b64decode(published["data"][REGISTRATION_KEY]))
     token = base64.b64decode((api.get("secrets", "bot-runtime-token") or {})["data"]["token"]).decode()
     assert document["agent"] == f"{api.namespace}/bot" and document["token"] == token
     assert document["aerUrl"] == f"http://bot-aer.{api.namespace}.svc:8001"
@@ -37,7 +44,7 @@ def test_registration_published_reported_pruned_and_withdrawn(
         "kind": "Secret",
         "metadata": {
             "name": registration_secret_name(api.namespace, "ghost"),
-            "namespace": api.namespace,
+            "namespace": where,
             "labels": {
                 REGISTRATION_LABEL: "true",
                 "agentengine.io/agent": "ghost",
@@ -46,9 +53,10 @@ def test_registration_published_reported_pruned_and_withdrawn(
         },
         "stringData": {REGISTRATION_KEY: "{}"},
     }
-    api.must_apply(orphan)
-    wait_for("the orphan pruned", lambda: api.get("secrets", orphan["metadata"]["name"]) is None, timeout=30)
-    assert api.get("secrets", name) is not None  # the live Agent's stays
+    created = api.http.post(f"/api/v1/namespaces/{where}/secrets", json=orphan)
+    assert created.is_success, created.text
+    wait_for("the orphan pruned", lambda: secret(orphan["metadata"]["name"]) is None, timeout=30)
+    assert secret(name) is not None  # the live Agent's stays
 
     api.delete("agents", "bot")
-    wait_for("the registration withdrawn", lambda: api.get("secrets", name) is None, timeout=30)
+    wait_for("the registration withdrawn", lambda: secret(name) is None, timeout=30)

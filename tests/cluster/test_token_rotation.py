@@ -16,17 +16,21 @@ NEW_TOKEN = "rotated-runtime-token-6b1e0f9a"
 
 
 def _registered_token(api: Api) -> str | None:
-    secret = api.get("secrets", registration_secret_name(api.namespace, "bot"))
-    if secret is None:
+    name = registration_secret_name(api.namespace, "bot")
+    response = api.http.get(f"/api/v1/namespaces/{api.namespace}-registrations/secrets/{name}")
+    if response.status_code == 404:
         return None
+    secret = response.json()
     return str(json.loads(base64.b64decode(secret["data"][REGISTRATION_KEY]))["token"])
 
 
 def test_a_rotated_token_secret_is_republished_at_once_and_rolls_no_pod(
     api: Api, start_operator: Callable[..., RunningOperator]
 ) -> None:
-    # The test namespace plays the OE's namespace; resync off, so only the watch can notice the rotation.
-    operator = start_operator(extra_env={"AGENT_OPERATOR_OE_NAMESPACE": api.namespace}, resync_seconds=0)
+    # The chart's registrations' namespace (the harness applies it); resync off, so only the watch can notice
+    # the rotation.
+    where = f"{api.namespace}-registrations"
+    operator = start_operator(extra_env={"AGENT_OPERATOR_REGISTRATIONS_NAMESPACE": where}, resync_seconds=0)
     apply_all(api, manifests(api.namespace))
     ready(api)
     old = wait_for("the registration", lambda: _registered_token(api))
