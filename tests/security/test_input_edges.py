@@ -490,8 +490,14 @@ def test_fuzz_the_oe_client_and_runtime_apis_find_no_500(platform: Platform, exe
         )
 
 
+def _as_the_oe(platform: Platform, audience: str) -> dict[str, str]:
+    """What the OE presents to a runtime: its signed statement (the runtime token opens neither now)."""
+    headers = getattr(platform, "runtime_headers", None)
+    return headers(audience) if headers is not None else {"authorization": f"Bearer {RUNTIME_TOKEN}"}
+
+
 def test_fuzz_the_tool_pod_and_the_aer_find_no_500(platform: Platform) -> None:
-    headers = {"authorization": f"Bearer {RUNTIME_TOKEN}"}
+    headers = _as_the_oe(platform, "tool")
     with httpx.Client(base_url=f"http://127.0.0.1:{platform.tool_port}", headers=headers, timeout=30) as tool:
         _fuzz(
             tool,
@@ -502,6 +508,7 @@ def test_fuzz_the_tool_pod_and_the_aer_find_no_500(platform: Platform) -> None:
                 ("/interrupt/call", _body_of(InterruptCallRequest)),
             ],
         )
+    headers = _as_the_oe(platform, "aer")
     with httpx.Client(base_url=f"http://127.0.0.1:{platform.aer_port}", headers=headers, timeout=30) as aer:
         _fuzz(
             aer,
