@@ -33,7 +33,7 @@ async def read_asgi_body(receive: Receive, *, limit: int) -> bytes | None:
 async def read_request_body(request: Request, *, limit: int) -> bytes | None:
     """The whole body of a Starlette request, or None once it exceeds `limit` (read no further)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
     chunks: list[bytes] = []
     size = 0

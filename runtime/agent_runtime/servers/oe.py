@@ -107,7 +107,7 @@ async def _body(request: Request, *, limit: int = MAX_BODY_BYTES, what: str = ""
         413, {"detail": [{"field": "(body)", "problem": f"larger than {limit} bytes{what}"}]}
     )
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks: list[bytes] = []
     size = 0
