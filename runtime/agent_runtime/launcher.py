@@ -113,9 +113,11 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         return build_memory_from_env(env)
     if mode is RunnerMode.TOOL:
         # Before any tenant code runs: every line the Tool Pod logs loses every form of every secret it holds.
-        from agent_runtime.redaction import redact_logs, redactor_for
+        from agent_runtime.redaction import redact_logs, redact_std_streams, redactor_for
 
-        redact_logs(redactor_for(tenant_secret_env(env).values()))
+        redactor = redactor_for(tenant_secret_env(env).values())
+        redact_logs(redactor)
+        redact_std_streams(redactor)  # what tenant code prints, too
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
     from agent_runtime.connectors import resolve_runtime_bundle
     from agent_runtime.execution_token import verifier_from_env

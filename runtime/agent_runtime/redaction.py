@@ -21,12 +21,15 @@ value split across two strings (`["abcd", "efgh"]` for `abcdefgh`) is cut out of
 
 from __future__ import annotations
 
+import atexit
 import base64
 import bisect
 import functools
+import io
 import logging
 import re
 import string
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -303,3 +306,63 @@ def redact_logs(redactor: Redactor, *, logger: logging.Logger | None = None) -> 
         if isinstance(inner, RedactingFormatter):
             inner = inner.inner
         handler.setFormatter(RedactingFormatter(inner, redactor))
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream (the Tool Pod's stdout and stderr) that writes whole lines, redacted: what tenant code
+    prints goes through the same pass as the log. A partial line waits for its end (so a value split over
+    two writes is still seen whole) unless it grows past 64 KB."""
+
+    _MAX_PENDING = 64 * 1024
+
+    def __init__(self, inner: Any, redactor: Redactor) -> None:
+        super().__init__()
+        self.inner = inner
+        self.redactor = redactor
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        head, newline, rest = self._pending.rpartition("\n")
+        if newline:
+            self.inner.write(self.redactor.text(head + newline))
+            self._pending = rest
+        if len(self._pending) > self._MAX_PENDING:
+            self.inner.write(self.redactor.text(self._pending))
+            self._pending = ""
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        """At exit: the last partial line, redacted."""
+        if self._pending:
+            self.inner.write(self.redactor.text(self._pending))
+            self._pending = ""
+        self.inner.flush()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "encoding", "utf-8"))
+
+    def fileno(self) -> int:
+        return int(self.inner.fileno())
+
+    def isatty(self) -> bool:
+        return bool(self.inner.isatty())
+
+
+def redact_std_streams(redactor: Redactor) -> None:
+    """Make sys.stdout and sys.stderr redact what is printed (tenant code's `print`), once per process."""
+    for name in ("stdout", "stderr"):
+        current = getattr(sys, name)
+        if isinstance(current, RedactingStream):
+            current.redactor = redactor
+            continue
+        stream = RedactingStream(current, redactor)
+        setattr(sys, name, stream)
+        atexit.register(stream.close)

@@ -394,3 +394,5 @@ def test_no_credential_in_any_form_leaves_the_tool_pod(
     assert not hits, "\n".join(hits)
     # The echoes were there, redacted: the scan looked at real leaks, not at empty answers.
     assert "[REDACTED]" in places["execution"] and "[REDACTED]" in places["model-requests"]
+    assert "env_echo BEARER_TOKEN=[REDACTED] b64=[REDACTED]" in places["logs"]  # the tenant's print
+    assert "env_echo BEARER_TOKEN=[REDACTED] hex=[REDACTED]" in places["logs"]  # and its log line

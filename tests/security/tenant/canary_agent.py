@@ -7,6 +7,7 @@ returns every result (so they reach the execution's result).
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ def env_echo(name: str) -> dict[str, Any]:
     value = os.environ.get(name, "")
     data = value.encode()
     half = len(value) // 2
+    # Careless debugging, printed and logged: the Tool Pod's log must not keep it either.
+    print(f"env_echo {name}={value} b64={base64.b64encode(data).decode()}", flush=True)
+    logging.getLogger("canary_agent").warning("env_echo %s=%s hex=%s", name, value, data.hex())
     return {
         "b64": base64.b64encode(data).decode(),
         "hex": data.hex(),

@@ -17,6 +17,7 @@ import pytest
 from agent_runtime.redaction import (
     MIN_SECRET_LENGTH,
     REDACTED,
+    RedactingStream,
     Redactor,
     redact,
     redact_logs,
@@ -171,3 +172,15 @@ def test_log_lines_are_redacted_message_arguments_and_traceback() -> None:
     out = stream.getvalue()
     assert "ValueError" in out and out.count(REDACTED) == 2
     assert not leaks(out, TOKEN)
+
+
+def test_printed_lines_are_redacted_even_when_a_value_spans_two_writes() -> None:
+    out = io.StringIO()
+    stream = RedactingStream(out, Redactor([TOKEN]))
+    print("token:", TOKEN[:5], end="", file=stream)  # half a value, no newline yet: nothing written
+    assert out.getvalue() == ""
+    print(TOKEN[5:], base64.b64encode(TOKEN.encode()).decode(), file=stream)
+    print("tail without newline", file=stream, end="")
+    stream.close()
+    assert not leaks(out.getvalue(), TOKEN) and out.getvalue().count(REDACTED) == 2
+    assert out.getvalue().endswith("tail without newline")
