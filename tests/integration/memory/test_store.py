@@ -287,3 +287,31 @@ def test_sqlite_cache_is_bounded(tmp_path: Any) -> None:
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_stored_record_this_version_cannot_load_is_skipped_on_every_read(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an older version stored (an episode at 1e308, which then failed every read) is left out."""
+    episodes = Partition(Kind.EPISODIC, WS, "org-1", "user-1")
+    good = record("good", partition=episodes, session_id="s", occurred_at=T0)
+    # model_copy does not validate: the row is exactly what an older, unchecked version wrote.
+    bad = good.model_copy(update={"id": "bad", "occurred_at": 1e308})
+    notes = NamespaceSelector("notes")
+
+    async def scenario(store: MemoryStore) -> None:
+        await store.put(good, vec(1, 0))
+        await store.put(bad, vec(1, 0.1))
+        assert await store.get(episodes, "notes", "bad") is None
+        assert ids(await store.list_records(episodes, notes, limit=10)) == ["good"]
+        missing_k = compile_filter({"k": None})  # a filter: the store reads each record's metadata
+        assert ids(await store.list_records(episodes, notes, limit=10, keep=missing_k)) == ["good"]
+        found = await store.nearest(episodes, notes, model=MODEL, query=vec(1, 0), limit=5)
+        assert ids(found) == ["good"]
+        # A write over it keeps no out-of-range time, so the new record loads.
+        fixed = good.model_copy(update={"id": "bad", "content": "fixed"})
+        assert await store.put(fixed, None) is None  # the replaced one did not load either
+        assert (await store.get(episodes, "notes", "bad")) == fixed
+
+    backend.run(scenario)
+    assert "bad skipped: it does not load (occurred_at)" in caplog.text
