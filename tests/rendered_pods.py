@@ -36,6 +36,10 @@ def rendered_container_env(
             for source in volume["projected"]["sources"]:
                 for key, value in config_maps[source["configMap"]["name"]].items():
                     (target / key).write_text(value)
+        if "configMap" in volume:  # the OE's public key (issue 27)
+            data = config_maps[volume["configMap"]["name"]]
+            for item in volume["configMap"].get("items") or [{"key": k, "path": k} for k in data]:
+                (target / item["path"]).write_text(data[item["key"]])
         if "secret" in volume:
             data = secrets[volume["secret"]["secretName"]]
             for item in volume["secret"].get("items") or [{"key": k, "path": k} for k in data]:

@@ -170,7 +170,11 @@ def render_objects(
     objects.append(Desired(manifest=_token_secret(agent), create_only=True, generate_token=True))
     if settings.oe_public_key:
         objects.append(
-            Desired(manifest=_oe_public_key_config_map(agent, settings.oe_public_key), shared=True)
+            Desired(
+                manifest=_oe_public_key_config_map(agent, settings.oe_public_key),
+                create_only=True,
+                shared=True,
+            )
         )
     policies, policy_labels = _network_policies(
         agent, provider_endpoints=provider_endpoints, settings=settings
@@ -212,14 +216,21 @@ def _bundle_config_map(agent: Agent, name: str, data: dict[str, str], digest: st
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "immutable": True, "data": data}
 
 
+def oe_public_key_config_map_name(pem: str) -> str:
+    """Named by the key's digest, like the bundle's: immutable, created once per namespace and key."""
+    return f"{contract.OE_PUBLIC_KEY_CONFIGMAP}-{hashlib.sha256(pem.encode()).hexdigest()[:12]}"
+
+
 def _oe_public_key_config_map(agent: Agent, pem: str) -> dict[str, Any]:
-    """The OE's public key in the Agent's namespace (one for its Agents): a rotated key is re-rendered
-    and each kubelet updates the mounted file in place; runtimes accept the previous key for a grace."""
-    meta = _shared_metadata(agent, contract.OE_PUBLIC_KEY_CONFIGMAP, None, **{ROLE_LABEL: "oe-public-key"})
+    """The OE's public key in the Agent's namespace (one for its Agents). A new key is a new ConfigMap: the
+    pods roll onto it while the OE, refused by a pod still on the old key, signs again with its previous one
+    for the grace period (docs/credentials.md)."""
+    meta = _shared_metadata(agent, oe_public_key_config_map_name(pem), None, **{ROLE_LABEL: "oe-public-key"})
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta,
+        "immutable": True,
         "data": {contract.OE_PUBLIC_KEY_KEY: pem},
     }
 
@@ -418,14 +429,16 @@ def _deployment(
         {"name": "runtime-token", "mountPath": contract.TOKEN_MOUNT_DIR, "readOnly": True},
     ]
     if settings.oe_public_key:
-        # Only the OE's statements open the routes the OE drives (issue 27); the key is public.
+        # Only the OE's statements open the routes the OE drives (issue 27); the key is public. Projected,
+        # as the bundle is, so a ConfigMap that pods of an older ReplicaSet still mount is kept.
         volumes.append(
             {
                 "name": "oe-public-key",
-                "configMap": {
-                    "name": contract.OE_PUBLIC_KEY_CONFIGMAP,
+                "projected": {
                     "defaultMode": 0o444,
-                    "items": [{"key": contract.OE_PUBLIC_KEY_KEY, "path": contract.OE_PUBLIC_KEY_KEY}],
+                    "sources": [
+                        {"configMap": {"name": oe_public_key_config_map_name(settings.oe_public_key)}}
+                    ],
                 },
             }
         )

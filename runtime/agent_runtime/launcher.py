@@ -134,7 +134,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
     if verifier is None:
         logger.warning(
             "no OE public key (AGENTIC_OE_PUBLIC_KEY_FILE): the %s accepts the runtime token from any "
-            "holder; a local run only, rendered pods always mount the key",
+            "holder; give the operator AGENT_OPERATOR_OE_PUBLIC_KEY_FILE so that rendered pods mount it",
             mode.value,
         )
     spec = env.get(ENTRYPOINT_ENV, "").strip()

@@ -291,7 +291,7 @@ def build_memory_from_env(env: Mapping[str, str]) -> ASGIApp:
     if verifier is None:
         logger.warning(
             "no OE public key (AGENTIC_OE_PUBLIC_KEY_FILE): callers name the user and org themselves; "
-            "a local run only, rendered pods always mount the key"
+            "give the operator AGENT_OPERATOR_OE_PUBLIC_KEY_FILE so that rendered pods mount it"
         )
     return build_memory_app(
         store=store,

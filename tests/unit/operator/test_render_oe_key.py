@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from agent_operator.reconcile import plan_agent
+from agent_operator.render import oe_public_key_config_map_name
 from agent_operator.settings import OperatorSettings, RenderSettings
+from agent_operator.shared import held_by_workloads
 from agent_runtime import contract
 from agent_runtime.execution_token import generate_private_key_pem, public_key_pem
 from tests.unit.operator.specimens import agent_body, inputs
@@ -13,9 +15,12 @@ PUBLIC = public_key_pem(generate_private_key_pem())
 
 def test_every_component_mounts_the_oe_public_key_from_one_shared_configmap() -> None:
     plan = plan_agent(inputs(agent=agent_body()), settings=RenderSettings(oe_public_key=PUBLIC))
-    maps = [d for d in plan.objects if d.manifest["metadata"]["name"] == contract.OE_PUBLIC_KEY_CONFIGMAP]
-    assert len(maps) == 1 and maps[0].shared
+    name = oe_public_key_config_map_name(PUBLIC)
+    maps = [d for d in plan.objects if d.manifest["metadata"]["name"] == name]
+    # Shared, immutable and created once (the operator may not patch ConfigMaps): a new key, a new name.
+    assert len(maps) == 1 and maps[0].shared and maps[0].create_only and maps[0].manifest["immutable"]
     assert maps[0].manifest["data"] == {contract.OE_PUBLIC_KEY_KEY: PUBLIC}
+    assert oe_public_key_config_map_name(public_key_pem(generate_private_key_pem())) != name
     assert "PRIVATE" not in str(plan.objects)
     deployments = [d.manifest for d in plan.objects if d.manifest["kind"] == "Deployment"]
     assert deployments
@@ -31,7 +36,11 @@ def test_every_component_mounts_the_oe_public_key_from_one_shared_configmap() ->
             "readOnly": True,
         }
         volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes["oe-public-key"]["configMap"]["name"] == contract.OE_PUBLIC_KEY_CONFIGMAP
+        # Projected like the bundle, so pods of an older ReplicaSet keep the ConfigMap they mount.
+        assert volumes["oe-public-key"]["projected"]["sources"] == [{"configMap": {"name": name}}]
+        assert held_by_workloads([{"spec": {"replicas": 1, "template": {"spec": pod}}}]) >= {
+            ("ConfigMap", name)
+        }
 
 
 def test_without_a_key_nothing_is_rendered_and_the_setting_reads_the_file(tmp_path) -> None:
