@@ -58,6 +58,8 @@ def test_make_run_shows_a_governed_turn_with_an_approval_and_cleans_up(cluster: 
     output, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, output
     assert "Ready: bundle" in output
+    # Issue 27: the AER's runtime token does not open its Tool Pod (the approval journey still works).
+    assert "the Tool Pod refuses the AER's runtime token: HTTP 401" in output
     assert "Approval needed: sign_message" in output
     assert "(from the replay cache)" in output
     assert re.search(r"step 5 +tool +sign_message +approved via tool_pod", output), output

@@ -26,6 +26,7 @@ import httpx
 import yaml
 
 from agent_operator.registration import registration_secret_name
+from agent_runtime.execution_token import SIGNING_KEY_FILE_ENV, generate_private_key_pem, public_key_pem
 from agent_runtime.oe.registration import REGISTRATION_KEY
 from tests.cluster.controlplane import ControlPlane, ensure_binaries
 from tests.cluster.processes import Child, start_child, stop_all
@@ -67,6 +68,7 @@ class LocalPlatform:
     children: list[Child] = field(default_factory=list)
     oe_url: str = ""
     client_token: str = ""
+    tool_pod_refused_runtime_token: int = 0
 
     # --- start ----------------------------------------------------------------------------------------
 
@@ -82,6 +84,7 @@ class LocalPlatform:
 
         self.say("[2/6] helm install the chart (CRDs, RBAC, the operator's and the OE's objects)")
         helm_install(self.kube, namespace=SYSTEM_NAMESPACE)
+        self._make_oe_keys()
         self._start_operator()
 
         self.say("[3/6] loopback stand-ins: the Connector's provider API and a chat-completions model")
@@ -144,6 +147,8 @@ class LocalPlatform:
             "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{free_port()}/healthz",
             "AGENT_OPERATOR_LOG_FORMAT": "text",
             "PYTHONPATH": str(REPO_ROOT),
+            # The OE's public key, rendered into the Agent's namespace and mounted in its pods (issue 27).
+            "AGENT_OPERATOR_OE_PUBLIC_KEY_FILE": str(self.workdir / "oe-keys" / "public-key.pem"),
         }
         self._spawn("operator", [sys.executable, "-m", "agent_operator"], env=env)
         self.say(f"      operator running as ServiceAccount {SYSTEM_NAMESPACE}/{pod['serviceAccountName']}")
@@ -207,8 +212,26 @@ class LocalPlatform:
             "APP_HOST": "127.0.0.1",
             "OE_SQLITE_PATH": str(self.workdir / "oe" / "oe.sqlite3"),
             "OE_REGISTRATIONS_DIR": str(registrations),
+            SIGNING_KEY_FILE_ENV: str(self.workdir / "oe-keys" / "signing-key.pem"),
         }
         self._run_rendered(deployment, SYSTEM_NAMESPACE, name="oe", overrides=overrides, port=port)
+        # What an AER (or tenant code in it) holds does not open its Tool Pod: only the OE's statements do.
+        refused = httpx.post(
+            f"http://127.0.0.1:{runtimes['tool']}/execute",
+            json={"tool": "anything", "arguments": {}, "execution_id": "x", "step": 1},
+            headers={"authorization": f"Bearer {registration['token']}"},
+            timeout=10,
+        )
+        self.tool_pod_refused_runtime_token = refused.status_code
+        self.say(f"      the Tool Pod refuses the AER's runtime token: HTTP {refused.status_code}")
+
+    def _make_oe_keys(self) -> None:
+        """The OE's signing key and its public key, as an operator makes them before an install."""
+        directory = self.workdir / "oe-keys"
+        directory.mkdir(exist_ok=True)
+        pem = generate_private_key_pem()
+        (directory / "signing-key.pem").write_text(pem)
+        (directory / "public-key.pem").write_text(public_key_pem(pem))
 
     def _published_registration(self) -> dict[str, Any]:
         """The registration the operator published for the OE (Decision 12)."""
@@ -237,6 +260,9 @@ class LocalPlatform:
             for source in volume.get("projected", {}).get("sources", []):
                 cm = self.kube.get_json("configmap", source["configMap"]["name"], "--namespace", namespace)
                 config_maps[source["configMap"]["name"]] = cm.get("data") or {}
+            if "configMap" in volume:  # the OE's public key
+                cm = self.kube.get_json("configmap", volume["configMap"]["name"], "--namespace", namespace)
+                config_maps[volume["configMap"]["name"]] = cm.get("data") or {}
             if "secret" in volume:
                 secrets[volume["secret"]["secretName"]] = self._secret(
                     namespace, volume["secret"]["secretName"]
