@@ -105,6 +105,3 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{- define "agent-engine.oeClientTokenSecret" -}}
-{{- default (printf "%s-client-token" (include "agent-engine.oeName" .)) .Values.oe.clientToken.existingSecret -}}
-{{- end -}}
