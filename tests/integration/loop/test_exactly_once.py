@@ -6,7 +6,7 @@ import concurrent.futures
 
 import httpx
 
-from tests.integration.loop.harness import RUNTIME_TOKEN, Platform
+from tests.integration.loop.harness import Platform
 
 
 def test_the_tool_pod_runs_a_resent_call_once_and_answers_it_the_same(platform: Platform) -> None:
@@ -18,7 +18,8 @@ def test_the_tool_pod_runs_a_resent_call_once_and_answers_it_the_same(platform: 
     }
     with httpx.Client(
         base_url=f"http://127.0.0.1:{platform.tool_port}",
-        headers={"authorization": f"Bearer {RUNTIME_TOKEN}"},
+        # Playing the OE: its statement for this execution (issue 27: the runtime token opens no Tool Pod).
+        headers=platform.runtime_headers("tool", execution_id="e-resent"),
         timeout=30,
     ) as pod:
         # An OE that died mid-call and its successor: the same call twice at once, then once more later.
@@ -33,8 +34,9 @@ def test_the_tool_pod_runs_a_resent_call_once_and_answers_it_the_same(platform: 
         assert pod.post("/execute", json=changed).json()["result"]["entries"] == 3
         # A call without an execution (not the OE's) is never remembered.
         direct = {"tool": "transfer", "arguments": {"amount": 1, "to": "bo"}}
-        assert pod.post("/execute", json=direct).json()["result"]["entries"] == 4
-        assert pod.post("/execute", json=direct).json()["result"]["entries"] == 5
+        control = platform.runtime_headers("tool")  # a statement for no execution
+        assert pod.post("/execute", json=direct, headers=control).json()["result"]["entries"] == 4
+        assert pod.post("/execute", json=direct, headers=control).json()["result"]["entries"] == 5
     assert "already run here" in platform.processes["tool"].output()
 
 
