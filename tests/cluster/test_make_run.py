@@ -64,6 +64,11 @@ def test_make_run_shows_a_governed_turn_with_an_approval_and_cleans_up(cluster: 
     assert "(from the replay cache)" in output
     assert re.search(r"step 5 +tool +sign_message +approved via tool_pod", output), output
     assert "Answer: 'hello brave new world' has 4 words" in output
+    # Issue 28: the OE took the demo's Kubernetes identity, a ServiceAccount's audience-bound token.
+    assert "client identity: ServiceAccount demo/demo-user" in output
+    assert "kubectl create token demo-user --namespace demo --audience agent-engine" in output
+    assert "Invoked by: system:serviceaccount:demo:demo-user" in output
+    assert "Decided by: system:serviceaccount:demo:demo-user" in output
     assert "stopped: no process and no directory left behind" in output
     for directory in _directories(output):
         assert not directory.exists(), directory

@@ -14,7 +14,14 @@ from types import FrameType
 from typing import Any
 
 from tests.cluster.controlplane import ControlPlaneError
-from tests.local_platform.stack import AGENT, APP_NAMESPACE, DEMO_TEXT, LocalPlatform
+from tests.local_platform.stack import (
+    AGENT,
+    APP_NAMESPACE,
+    CLIENT,
+    DEMO_TEXT,
+    LocalPlatform,
+    client_token_command,
+)
 
 
 def _step(event: dict[str, Any]) -> str | None:
@@ -64,6 +71,10 @@ def demo(platform: LocalPlatform) -> int:
             print(f"\nThe execution ended {view['status']}: {view.get('error')}", file=sys.stderr)
             return 1
         print(f"\nAnswer: {view['result']['answer']}")
+        # Who did what, as the OE recorded it from the caller's Kubernetes identity (issue 28).
+        print(f"Invoked by: {(view.get('invoked_by') or {}).get('username')}")
+        for review in view.get("reviews") or []:
+            print(f"Decided by: {(review.get('decided_by') or {}).get('username')}")
         audit = client.get(f"/execution/{execution_id}/audit").json()["records"]
         print("\nAudit trail:")
         for record in audit:
@@ -77,13 +88,15 @@ def demo(platform: LocalPlatform) -> int:
 
 def instructions(platform: LocalPlatform) -> None:
     assert platform.cluster is not None
-    auth = f"-H 'authorization: Bearer {platform.client_token}'"
+    auth = '-H "authorization: Bearer $TOKEN"'
     print(
         f"""
 The platform keeps serving. Try:
 
   export KUBECONFIG={platform.cluster.kubeconfig}
   kubectl get agents -n {APP_NAMESPACE}
+  # The OE takes the cluster's identities: {CLIENT} is bound to the chart's invoker and reviewer roles.
+  TOKEN=$({client_token_command()})
   curl -s {auth} -H 'content-type: application/json' \\
     -d '{{"agent": "{APP_NAMESPACE}/{AGENT}", "input": {{"text": "count the words in hello world"}}}}' \\
     {platform.oe_url}/invoke

@@ -3,10 +3,12 @@ the OE and the Agent's components as local processes, with loopback stand-ins fo
 
 What is real: the API server and everything the operator and the chart put in it (CRDs, RBAC, the rendered
 Deployments, bundle ConfigMaps, token and registration Secrets), the operator (as the chart's ServiceAccount),
-the OE (the chart's Deployment's env), the AER and Tool Pod (the operator's rendered containers). What
-stands in: KWOK nodes for the kubelet (the containers run here as processes instead), a loopback provider
-for the Connector's API, a loopback chat-completions peer for the model, and loopback addresses for the
-Services' DNS names (so the OE reads the registration the operator published with its URLs rewritten).
+the OE (the chart's Deployment's env: it asks this API server who each client is and what it may do; the
+demo's client is a ServiceAccount with an audience-bound token), the AER and Tool Pod (the operator's
+rendered containers). What stands in: KWOK nodes for the kubelet (the containers run here as processes
+instead), a loopback provider for the Connector's API, a loopback chat-completions peer for the model, and
+loopback addresses for the Services' DNS names (so the OE reads the registration the operator published
+with its URLs rewritten).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ EXAMPLE_AGENT_DIR = REPO_ROOT / "examples" / "echo-agent"
 EXAMPLE_MANIFEST = REPO_ROOT / "examples" / "kubernetes" / "echo-agent.yaml"
 PROVIDER_TOKEN = "demo-provider-token"
 LLM_KEY = "demo-llm-key"  # the loopback model peer's demo key, not a real one
+# The demo's person at the client API (issue 28): a ServiceAccount with a token for the OE's audience.
+CLIENT = "demo-user"
+CLIENT_AUDIENCE = "agent-engine"
+TOKEN_DURATION = "24h"  # the run's tokens are minted once; a longer `make run` mints new ones by hand
 DEMO_TEXT = "Count the words in 'hello brave new world', echo 'hello', and sign that sentence."
 
 # The model's side of the demo: first tools that just run, then one that needs a reviewer, then the answer.
@@ -55,6 +61,11 @@ DEMO_SCRIPT = [
 ]
 
 Say = Callable[[str], None]
+
+
+def client_token_command() -> str:
+    """How a person gets a token the OE accepts for the demo's identity."""
+    return f"kubectl create token {CLIENT} --namespace {APP_NAMESPACE} --audience {CLIENT_AUDIENCE}"
 
 
 @dataclass
@@ -204,14 +215,15 @@ class LocalPlatform:
         (registrations / f"{APP_NAMESPACE}.{AGENT}.json").write_text(json.dumps(registration))
 
         deployment = self.kube.get_json("deployment", f"{RELEASE}-oe", "--namespace", SYSTEM_NAMESPACE)
-        token_secret = self._secret(SYSTEM_NAMESPACE, f"{RELEASE}-oe-client-token")
-        self.client_token = token_secret["token"]
+        self.client_token = self._client_identity()
         port = int(self.oe_url.rsplit(":", 1)[1])
         overrides = {
             "RUNTIME_PORT": str(port),
             "APP_HOST": "127.0.0.1",
             "OE_SQLITE_PATH": str(self.workdir / "oe" / "oe.sqlite3"),
             "OE_REGISTRATIONS_DIR": str(registrations),
+            # The chart's OE_CLIENT_AUTH=kubernetes asks this API server, as the OE's own ServiceAccount.
+            **self._oe_in_cluster_env(deployment),
             SIGNING_KEY_FILE_ENV: str(self.workdir / "oe-keys" / "signing-key.pem"),
         }
         self._run_rendered(deployment, SYSTEM_NAMESPACE, name="oe", overrides=overrides, port=port)
@@ -232,6 +244,44 @@ class LocalPlatform:
         pem = generate_private_key_pem()
         (directory / "signing-key.pem").write_text(pem)
         (directory / "public-key.pem").write_text(public_key_pem(pem))
+
+    def _client_identity(self) -> str:
+        """The demo's person: ServiceAccount CLIENT in the Agent's namespace, bound to the chart's invoker and
+        reviewer ClusterRoles, and its token for the OE's audience (what `kubectl create token` gives)."""
+        assert self.kube is not None
+        self.kube.kubectl("create", "serviceaccount", CLIENT, "--namespace", APP_NAMESPACE)
+        for role in ("invoker", "reviewer"):
+            self.kube.kubectl(
+                "create", "rolebinding", f"{CLIENT}-{role}", "--namespace", APP_NAMESPACE,
+                f"--clusterrole={RELEASE}-{role}", f"--serviceaccount={APP_NAMESPACE}:{CLIENT}",
+            )  # fmt: skip
+        self.say(
+            f"      client identity: ServiceAccount {APP_NAMESPACE}/{CLIENT} bound to {RELEASE}-invoker and "
+            f"{RELEASE}-reviewer; token: {client_token_command()}"
+        )
+        return self._token(CLIENT, APP_NAMESPACE, audience=CLIENT_AUDIENCE)
+
+    def _oe_in_cluster_env(self, deployment: dict[str, Any]) -> dict[str, str]:
+        """What a pod of the OE's Deployment would find: the API server's address and its ServiceAccount's
+        mount (a token for the API server's own audience and the cluster CA), laid out in a directory."""
+        assert self.cluster is not None
+        account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        mount = self.workdir / "oe-serviceaccount"
+        mount.mkdir(exist_ok=True)
+        (mount / "token").write_text(self._token(account, SYSTEM_NAMESPACE))
+        (mount / "ca.crt").write_bytes(self.cluster.ca.cert_pem)
+        return {
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(self.cluster.apiserver_port),
+            "OE_SERVICEACCOUNT_DIR": str(mount),
+        }
+
+    def _token(self, account: str, namespace: str, *, audience: str | None = None) -> str:
+        assert self.kube is not None
+        audiences = ("--audience", audience) if audience else ()
+        return self.kube.kubectl(
+            "create", "token", account, "--namespace", namespace, *audiences, f"--duration={TOKEN_DURATION}"
+        ).strip()
 
     def _published_registration(self) -> dict[str, Any]:
         """The registration the operator published for the OE (Decision 12)."""
