@@ -1,34 +1,6 @@
-"""Fixtures for the security tier: the loop platform (OE, AER, Tool Pod as real processes), its peers."""
+"""Fixtures for the security tier: the agent-loop tier's platform (OE, AER, Tool Pod as real processes) and
+its peers, the very same fixtures."""
 
-from __future__ import annotations
+from tests.integration.loop.conftest import llm_peer, platform, provider_url
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
-
-from tests.conftest import Process
-from tests.integration.loop.harness import LLM_KEY, Platform
-from tests.providers.echo_provider import running_echo_provider
-from tests.providers.llm_peer import RunningLLMPeer, running_llm_peer
-
-
-@pytest.fixture
-def llm_peer() -> Iterator[RunningLLMPeer]:
-    with running_llm_peer(api_key=LLM_KEY) as peer:
-        yield peer
-
-
-@pytest.fixture
-def provider_url() -> Iterator[str]:
-    with running_echo_provider() as provider:
-        yield provider.url
-
-
-@pytest.fixture
-def platform(
-    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
-) -> Platform:
-    return Platform(
-        tmp=tmp_path, spawn=spawn, llm_base_url=llm_peer.base_url, provider_url=provider_url
-    ).start()
+__all__ = ["llm_peer", "platform", "provider_url"]
