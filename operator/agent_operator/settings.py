@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_operator.quantities import quantity
+from agent_runtime.execution_token import normalize_public_key_pem
+from agent_runtime.token_file import TokenSettingError
 
 FIELD_MANAGER = "agent-engine-operator"
 COMPONENT_NAMES = ("aer", "tool", "memory")
@@ -151,9 +153,15 @@ def _read_public_key(path: str) -> str:
         raise ValueError(
             f"AGENT_OPERATOR_OE_PUBLIC_KEY_FILE={path}: cannot read it ({type(exc).__name__})"
         ) from None
-    if "BEGIN PUBLIC KEY" not in text:
-        raise ValueError(f"AGENT_OPERATOR_OE_PUBLIC_KEY_FILE={path}: not a PEM public key")
-    return text + "\n"
+    try:
+        # Normalized to the key's own PEM: the ConfigMap is named by its digest, so a certificate the chart
+        # re-makes around the same key (every helm upgrade) must give the same text and roll no Agent pod.
+        return normalize_public_key_pem(text)
+    except TokenSettingError:
+        raise ValueError(
+            f"AGENT_OPERATOR_OE_PUBLIC_KEY_FILE={path}: not a PEM Ed25519 public key or a certificate "
+            "carrying one; copy the OE's public key (the chart's ConfigMap <release>-oe-public-key)"
+        ) from None
 
 
 def _parse_bool(text: str, *, name: str) -> bool:

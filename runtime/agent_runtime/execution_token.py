@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -129,15 +130,32 @@ def _load_private(pem: str) -> Ed25519PrivateKey:
 
 
 def _load_public(pem: str) -> Ed25519PublicKey:
+    # A certificate is taken for the key it carries: Helm can make a key pair but prints the public half
+    # only inside a self-signed certificate (the chart's ConfigMap); its dates and signature mean nothing.
     try:
-        key = serialization.load_pem_public_key(pem.encode("ascii"))
+        if "BEGIN CERTIFICATE" in pem:
+            key = x509.load_pem_x509_certificate(pem.encode("ascii")).public_key()
+        else:
+            key = serialization.load_pem_public_key(pem.encode("ascii"))
     except (ValueError, TypeError, UnicodeEncodeError):
         raise TokenSettingError(
-            "the OE public key is not a PEM public key; copy the OE's public key"
+            "the OE public key is not a PEM public key or certificate; copy the OE's public key"
         ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise TokenSettingError("the OE public key is not an Ed25519 key; copy the OE's public key")
     return key
+
+
+def normalize_public_key_pem(pem: str) -> str:
+    """The OE public key as SubjectPublicKeyInfo PEM, from that PEM or a certificate carrying the key (pure).
+
+    The operator names its ConfigMap by this text's digest, so a certificate re-made around the same key
+    (every `helm upgrade`) renders the same ConfigMap and rolls no pod."""
+    return (
+        _load_public(pem)
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode("ascii")
+    )
 
 
 def sign(claims: Claims, key: Ed25519PrivateKey, *, kid: str) -> str:

@@ -3,6 +3,9 @@ with the cached helm, then assertions on what the API server would be given."""
 
 from __future__ import annotations
 
+import base64
+import datetime
+import hashlib
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,9 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import NameOID
 
-from agent_operator.render import AGENT_LABEL, COMPONENT_LABEL, labels
+from agent_operator.render import AGENT_LABEL, COMPONENT_LABEL, labels, oe_public_key_config_map_name
+from agent_operator.settings import OperatorSettings
 from agent_runtime import contract
+from agent_runtime.execution_token import normalize_public_key_pem, public_key_pem
 from tests.cluster.controlplane import cache_root, pinned_versions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -395,3 +403,87 @@ def test_the_client_cluster_roles_hold_the_oe_verbs_and_aggregate_into_view_edit
         assert not any(key.startswith("rbac.authorization.k8s.io/aggregate-to-") for key in labels)
     none = render(helm, oe__clientRbac__create="false")
     assert not [d for d in none if d["metadata"]["name"] in {f"agent-engine-{r}" for r in expected}]
+
+
+# -- the OE's signing key (issue 27) ---------------------------------------------------------------------
+
+
+def _oe_key_pair(docs: list[dict[str, Any]]) -> tuple[str, str]:
+    secret = one(docs, "Secret", "agent-engine-oe-signing-key")
+    config_map = one(docs, "ConfigMap", "agent-engine-oe-public-key")
+    private = base64.b64decode(secret["data"][contract.OE_SIGNING_KEY_KEY]).decode()
+    return private, config_map["data"][contract.OE_PUBLIC_KEY_KEY]
+
+
+def test_the_chart_makes_the_oe_signing_key_mounts_it_in_the_oe_and_its_public_key_in_the_operator(
+    helm: Path, tmp_path: Path
+) -> None:
+    """The Secret holds an Ed25519 PKCS#8 key, the ConfigMap a certificate carrying its public half; the OE
+    mounts the Secret (and only the OE), the operator the ConfigMap, each with its setting."""
+    docs = render(helm)
+    private, certificate = _oe_key_pair(docs)
+    assert private.startswith("-----BEGIN PRIVATE KEY-----"), "PKCS#8 PEM"
+    assert certificate.startswith("-----BEGIN CERTIFICATE-----")
+    assert normalize_public_key_pem(certificate) == public_key_pem(private)
+    oe = pod(one(docs, "Deployment", OE))
+    (container,) = oe["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env[contract.OE_SIGNING_KEY_FILE_ENV] == contract.OE_SIGNING_KEY_PATH
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["oe-signing-key"]["mountPath"] == contract.OE_SIGNING_KEY_MOUNT_DIR
+    assert "subPath" not in mounts["oe-signing-key"], "a subPath mount never sees a rotated key"
+    volumes = {v["name"]: v for v in oe["volumes"]}
+    assert volumes["oe-signing-key"]["secret"]["secretName"] == "agent-engine-oe-signing-key"
+    assert volumes["oe-signing-key"]["secret"]["defaultMode"] == 0o440
+    # No other workload of the chart mounts the private key.
+    for deployment in (d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] != OE):
+        assert "agent-engine-oe-signing-key" not in str(deployment)
+    operator = pod(one(docs, "Deployment", OPERATOR))
+    (container,) = operator["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"] == contract.OE_PUBLIC_KEY_PATH
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["oe-public-key"]["mountPath"] == contract.OE_PUBLIC_KEY_MOUNT_DIR
+    volumes = {v["name"]: v for v in operator["volumes"]}
+    assert volumes["oe-public-key"]["configMap"]["name"] == "agent-engine-oe-public-key"
+    # The operator restarts on a new key (it reads the file once): its pod names the certificate's digest.
+    annotations = one(docs, "Deployment", OPERATOR)["spec"]["template"]["metadata"]["annotations"]
+    digest = hashlib.sha256(certificate.encode()).hexdigest()
+    assert annotations["agent-engine.io/oe-public-key-sha256"] == digest
+    # The operator's own reading of the mounted file: the key's PEM, not the certificate's bytes.
+    path = tmp_path / contract.OE_PUBLIC_KEY_KEY
+    path.write_text(certificate)
+    read = OperatorSettings.from_env({"AGENT_OPERATOR_OE_PUBLIC_KEY_FILE": str(path)}).render.oe_public_key
+    assert read == public_key_pem(private)
+    # Without the chart's OE, nothing of it.
+    bare = render(helm, oe__enabled="false")
+    assert not [d for d in bare if "oe-signing-key" in d["metadata"]["name"] or "oe-public-key" in str(d)]
+
+
+def test_the_agents_configmap_digest_depends_on_the_key_alone_not_on_the_certificate(helm: Path) -> None:
+    """Two renders (two certificates: `helm template` has no cluster to look the Secret up in, so two keys)
+    name different ConfigMaps; a second certificate made around the first render's key, with other dates and
+    serial, names the same one as the first, which is what a `helm upgrade` that re-made it would do."""
+    first_private, first_cert = _oe_key_pair(render(helm))
+    second_private, second_cert = _oe_key_pair(render(helm))
+    assert first_private != second_private
+    name = oe_public_key_config_map_name(normalize_public_key_pem(first_cert))
+    assert oe_public_key_config_map_name(normalize_public_key_pem(second_cert)) != name
+    key = serialization.load_pem_private_key(first_private.encode(), password=None)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "oe")])
+    now = datetime.datetime.now(datetime.UTC)
+    remade = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .sign(key, None)  # type: ignore[arg-type]
+        .public_bytes(serialization.Encoding.PEM)
+        .decode()
+    )
+    assert remade != first_cert
+    assert oe_public_key_config_map_name(normalize_public_key_pem(remade)) == name
+    assert oe_public_key_config_map_name(public_key_pem(first_private)) == name
