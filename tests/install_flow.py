@@ -591,20 +591,47 @@ def wait_agent_generation_ready(kube: Kube, *, namespace: str, agent: str, timeo
     eventually(f"Agent {namespace}/{agent} Ready at its generation, old pods gone", ready, timeout=timeout)
 
 
+# The OE's client API takes the cluster's own identities (issue 28): people here are ServiceAccounts, each
+# with a token minted for the OE's audience (`kubectl create token NAME --audience agent-engine`).
+CLIENT_AUDIENCE = "agent-engine"
+INVOKER = "journey-developer"  # `edit` in the Agent's namespace: the chart's invoker role aggregates into it
+REVIEWER = "journey-reviewer"  # bound to the chart's reviewer ClusterRole, nothing else
+
+
+def client_identity(kube: Kube, *, namespace: str, name: str, cluster_role: str) -> str:
+    """A ServiceAccount bound by a RoleBinding in `namespace` to `cluster_role`, and a token of it for the
+    OE's audience (an hour): what a person or a front end presents to the client API."""
+    kube.kubectl("create", "serviceaccount", name, "--namespace", namespace)
+    kube.kubectl(
+        "create", "rolebinding", name, "--namespace", namespace, f"--clusterrole={cluster_role}",
+        f"--serviceaccount={namespace}:{name}",
+    )  # fmt: skip
+    return kube.kubectl(
+        "create", "token", name, "--namespace", namespace, "--audience", CLIENT_AUDIENCE, "--duration=1h"
+    ).strip()
+
+
 def invoke_through_oe(
     kube: Kube, *, system_ns: str, app_ns: str, agent: str = EXAMPLE_AGENT
 ) -> dict[str, Any]:
-    """POST /invoke to the OE (its client token), approve the held call as a reviewer, read the answer and the
-    audit: every model and tool call of the turn went AER -> OE -> Tool Pod (or back to the AER)."""
-    secret = kube.get_json("secret", f"{OE_DEPLOYMENT}-client-token", "--namespace", system_ns)
-    token = base64.b64decode(secret["data"]["token"]).decode()
-    headers = {"Authorization": f"Bearer {token}"}
+    """POST /invoke to the OE as a developer (`edit` in the namespace), approve the held call as a reviewer
+    (the chart's reviewer ClusterRole), read the answer and the audit: every model and tool call of the turn
+    went AER -> OE -> Tool Pod (or back to the AER), and the execution names who invoked and who approved."""
+    invoker = client_identity(kube, namespace=app_ns, name=INVOKER, cluster_role="edit")
+    reviewer = client_identity(kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer")
+    resume_path = "/api/v1/projects/{ns}/executions/{execution}/resume"
     with port_forward(kube, namespace=system_ns, service=OE_DEPLOYMENT, remote=8080) as base:
-        client = httpx.Client(base_url=base, headers=headers, timeout=30)
-        with client:
-            started = client.post(
-                "/invoke", json={"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}}
-            )
+        anonymous = httpx.Client(base_url=base, timeout=30)
+        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {invoker}"}, timeout=30)
+        lead = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {reviewer}"}, timeout=30)
+        with anonymous, client, lead:
+            # No token, or one the API server does not accept: 401, nothing started.
+            body = {"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}}
+            for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+                refused = anonymous.post("/invoke", json=body, headers=headers)
+                assert refused.status_code == 401, refused.text
+                assert refused.headers.get("www-authenticate", "").startswith("Bearer"), refused.headers
+            started = client.post("/invoke", json=body)
             assert started.status_code == 202, started.text
             execution = started.json()["execution_id"]
 
@@ -615,8 +642,18 @@ def invoke_through_oe(
             view = eventually(f"execution {execution} settled", settled, timeout=120, interval=0.5)
             assert view["status"] == "suspended", view
             assert view["suspension"]["tool"] == "sign_message", view["suspension"]
-            resumed = client.post(
-                f"/api/v1/projects/{app_ns}/executions/{execution}/resume",
+            invoked_by = view["invoked_by"]["username"]
+            assert invoked_by == f"system:serviceaccount:{app_ns}:{INVOKER}", view["invoked_by"]
+            # `edit` invokes but does not approve: the 403 names the ClusterRole that would grant it.
+            denied = client.post(
+                resume_path.format(ns=app_ns, execution=execution), json={"decision": "approved"}
+            )
+            assert denied.status_code == 403, denied.text
+            assert denied.json()["details"]["grantedBy"]["clusterRole"] == "agent-engine-reviewer", (
+                denied.text
+            )
+            resumed = lead.post(
+                resume_path.format(ns=app_ns, execution=execution),
                 json={"decision": "approved", "reviewer_notes": "approved by the install journey"},
             )
             assert resumed.status_code == 202, resumed.text
@@ -627,10 +664,18 @@ def invoke_through_oe(
                 interval=0.5,
             )
             assert view["status"] == "completed", view
+            decided_by = view["reviews"][0]["decided_by"]["username"]
+            assert decided_by == f"system:serviceaccount:{app_ns}:{REVIEWER}", view["reviews"]
             audit = client.get(f"/execution/{execution}/audit").json()["records"]
     tools = {record.get("tool") for record in audit}
     assert {"word_count", "echo_getEcho", "sign_message"} <= tools, audit
-    return {"execution": execution, "answer": view["result"]["answer"], "audit_records": len(audit)}
+    return {
+        "execution": execution,
+        "answer": view["result"]["answer"],
+        "audit_records": len(audit),
+        "invoked_by": invoked_by,
+        "decided_by": decided_by,
+    }
 
 
 def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: str = "agent-apps") -> dict:
