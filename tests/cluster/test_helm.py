@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from agent_runtime import contract
+from agent_runtime.execution_token import normalize_public_key_pem, public_key_pem
 from tests.cluster.controlplane import ControlPlane
 from tests.conftest import free_port
 from tests.install_flow import (
@@ -184,7 +188,13 @@ def operator_namespace(kube: Kube) -> Iterator[str]:
 
 @pytest.mark.parametrize("scope", ["namespaced", "cluster-wide"])
 def test_install_then_operator_with_chart_identity_makes_example_ready_then_uninstall(
-    kube: Kube, cluster: ControlPlane, cluster_namespace: str, operator_namespace: str, spawn, scope: str
+    kube: Kube,
+    cluster: ControlPlane,
+    cluster_namespace: str,
+    operator_namespace: str,
+    spawn,
+    scope: str,
+    tmp_path: Path,
 ) -> None:
     app_ns = cluster_namespace
     # Namespaced: a Role in the watched namespace; cluster-wide: the ClusterRole. Both with the chart's token.
@@ -197,6 +207,10 @@ def test_install_then_operator_with_chart_identity_makes_example_ready_then_unin
         namespace=operator_namespace, name=pod_spec["serviceAccountName"]
     )
     env = {e["name"]: e.get("value", "") for e in pod_spec["containers"][0]["env"]}
+    # The OE's public key as the chart's ConfigMap mounts it (a certificate carrying the key).
+    public_key = tmp_path / "public-key.pem"
+    public_key.write_text(_oe_key(kube, namespace=operator_namespace)[1])
+    env["AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"] = str(public_key)
     env |= {
         "KUBECONFIG": str(sa_kubeconfig),
         "AGENT_OPERATOR_LIVENESS": f"http://127.0.0.1:{free_port()}/healthz",
@@ -208,6 +222,9 @@ def test_install_then_operator_with_chart_identity_makes_example_ready_then_unin
     apply_example(kube, namespace=app_ns, files=("provider.yaml", "echo-agent.yaml"))
     agent = wait_agent_ready(kube, namespace=app_ns, timeout=120)
     assert agent["status"]["bundle"]["toolCount"] == 2
+    # Every component mounts the OE's public key (issue 27): the AER's token opens no Tool Pod.
+    shared = kube.get_json("configmap", "--namespace", app_ns, "-l", "agentengine.io/role=oe-public-key")
+    assert [cm["data"][contract.OE_PUBLIC_KEY_KEY] for cm in shared["items"]] == [public_key_pem_of(env)]
     # No RBAC denial of the chart's identity (a cluster-wide operator may also meet other tests' Agents in
     # namespaces being deleted, whose writes are refused for that reason, not for RBAC).
     assert 'forbidden: user \\"system:serviceaccount' not in operator.output().lower()
@@ -303,3 +320,49 @@ def _refusal(client: Kube, *args: str) -> str | None:
 
 def _admitted(client: Kube, *args: str) -> bool:
     return _refusal(client, *args) is None
+
+
+# -- the OE's signing key (issue 27) ---------------------------------------------------------------------
+
+
+def _oe_key(kube: Kube, *, namespace: str) -> tuple[str, str]:
+    """The chart's OE private key (from its Secret) and the certificate carrying its public key."""
+    secret = kube.get_json("secret", f"{RELEASE}-oe-signing-key", "--namespace", namespace)
+    config_map = kube.get_json("configmap", f"{RELEASE}-oe-public-key", "--namespace", namespace)
+    private = base64.b64decode(secret["data"][contract.OE_SIGNING_KEY_KEY]).decode()
+    return private, config_map["data"][contract.OE_PUBLIC_KEY_KEY]
+
+
+def public_key_pem_of(env: dict[str, str]) -> str:
+    """What the operator renders for its AGENT_OPERATOR_OE_PUBLIC_KEY_FILE: the key's own PEM."""
+    return normalize_public_key_pem(Path(env["AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"]).read_text())
+
+
+def _operator_key_annotation(kube: Kube, *, namespace: str) -> str:
+    deployment = kube.get_json("deployment", "agent-engine-operator", "--namespace", namespace)
+    return deployment["spec"]["template"]["metadata"]["annotations"]["agent-engine.io/oe-public-key-sha256"]
+
+
+def test_the_oe_key_is_kept_across_upgrades_and_a_deleted_secret_is_a_new_key(
+    kube: Kube, operator_namespace: str
+) -> None:
+    """Install makes the key; an upgrade keeps it and its certificate byte for byte (the operator's pod
+    does not roll); deleting the Secret and upgrading makes a new key, a new certificate, and rolls the
+    operator."""
+    helm_install(kube, namespace=operator_namespace)
+    private, certificate = _oe_key(kube, namespace=operator_namespace)
+    assert normalize_public_key_pem(certificate) == public_key_pem(private)
+    annotation = _operator_key_annotation(kube, namespace=operator_namespace)
+    helm_upgrade(kube, namespace=operator_namespace, values={"operator.logFormat": "text"})
+    assert _oe_key(kube, namespace=operator_namespace) == (private, certificate)
+    assert _operator_key_annotation(kube, namespace=operator_namespace) == annotation
+    # The private key is in no release value (helm stores what it rendered, not a computed value).
+    values = kube.helm("get", "values", RELEASE, "--all", "--namespace", operator_namespace)
+    assert "PRIVATE KEY" not in values and "oeSigningKey" not in values
+
+    kube.kubectl("delete", "secret", f"{RELEASE}-oe-signing-key", "--namespace", operator_namespace)
+    helm_upgrade(kube, namespace=operator_namespace)
+    new_private, new_certificate = _oe_key(kube, namespace=operator_namespace)
+    assert new_private != private and new_certificate != certificate
+    assert normalize_public_key_pem(new_certificate) == public_key_pem(new_private)
+    assert _operator_key_annotation(kube, namespace=operator_namespace) != annotation
