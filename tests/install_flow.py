@@ -297,15 +297,50 @@ def port_forward(
             proc.stderr.close()
 
 
-def call_tool_through_service(kube: Kube, *, namespace: str, agent: str = EXAMPLE_AGENT, word: str) -> dict:
-    """A real tool call through the Tool Pod's Service: refused without the runtime token, run with it."""
+def oe_statement(
+    kube: Kube, *, system_ns: str, namespace: str, agent: str = EXAMPLE_AGENT, execution_id: str
+) -> str:
+    """A statement for a Tool Pod call as the chart's OE signs it (its key from the chart's Secret): what the
+    journey presents when it plays the OE, since the Agent's runtime token opens no Tool Pod (issue 27)."""
+    from agent_runtime.execution_token import StatementSigner
+    from agent_runtime.token_file import RotatingToken
+
+    secret = kube.get_json("secret", f"{RELEASE}-oe-signing-key", "--namespace", system_ns)
+    key = base64.b64decode(secret["data"]["signing-key.pem"]).decode()
+    signer = StatementSigner(RotatingToken(key, what="OE signing key"))
+    statement = signer.issue(
+        audience="tool",
+        agent=f"{namespace}/{agent}",
+        workspace=f"{namespace}.{agent}",
+        execution_id=execution_id,
+    )
+    assert statement is not None
+    return statement
+
+
+def call_tool_through_service(
+    kube: Kube, *, namespace: str, system_ns: str, agent: str = EXAMPLE_AGENT, word: str
+) -> dict:
+    """A real tool call through the Tool Pod's Service: refused without a credential and with the Agent's
+    runtime token (what its AER holds), run with the OE's statement for the execution."""
     token = runtime_token(kube, namespace=namespace, agent=agent)
+    execution_id = f"journey-{word}"
+    statement = oe_statement(
+        kube, system_ns=system_ns, namespace=namespace, agent=agent, execution_id=execution_id
+    )
     with port_forward(kube, namespace=namespace, service=tool_service(agent), remote=8002) as base:
         refused = httpx.post(f"{base}/execute", json={"tool": "echo_getEcho", "arguments": {}}, timeout=30)
         assert refused.status_code == 401, refused.text
-        answer = httpx.post(
+        with_token = httpx.post(
             f"{base}/execute",
             headers={"Authorization": f"Bearer {token}"},
+            json={"tool": "echo_getEcho", "arguments": {"word": word}, "execution_id": execution_id},
+            timeout=30,
+        )
+        assert with_token.status_code in (401, 403), with_token.text
+        answer = httpx.post(
+            f"{base}/execute",
+            headers={"Authorization": f"Bearer {statement}"},
             json={
                 "tool": "echo_getEcho",
                 "arguments": {"word": word, "times": 2},
@@ -317,6 +352,33 @@ def call_tool_through_service(kube: Kube, *, namespace: str, agent: str = EXAMPL
     assert answer["status"] == "success", answer
     assert answer["result"]["body"]["word"] == word, answer
     return answer
+
+
+# From inside the AER pod, with its own python and the runtime token mounted in it: POST /execute to its Tool
+# Pod's Service, as tenant code (or a tool body a prompt talked into it) would. Prints the HTTP status.
+_AER_CALLS_TOOL_POD = (
+    "import json, os, sys, urllib.error, urllib.request\n"
+    "token = open(os.environ['RUNTIME_TOKEN_FILE']).read().strip()\n"
+    "body = json.dumps({'tool': 'sign_message', 'arguments': {'message': 'skip the OE'},\n"
+    "                   'execution_id': 'aer-direct', 'step': 1}).encode()\n"
+    "request = urllib.request.Request(sys.argv[1] + '/execute', data=body, method='POST',\n"
+    "    headers={'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'})\n"
+    "try:\n"
+    "    print(urllib.request.urlopen(request, timeout=10).status)\n"
+    "except urllib.error.HTTPError as error:\n"
+    "    print(error.code)\n"
+)
+
+
+def aer_token_at_tool_pod(kube: Kube, *, namespace: str, agent: str = EXAMPLE_AGENT) -> int:
+    """The HTTP status the Agent's Tool Pod answers its AER pod's own runtime token with on /execute."""
+    aer = running_pod(kube, namespace=namespace, selector=component_selector(agent, "aer"))
+    url = f"http://{tool_service(agent)}.{namespace}.svc.cluster.local:8002"
+    out = kube.kubectl(
+        "exec", "--namespace", namespace, aer["metadata"]["name"], "--", "python", "-c", _AER_CALLS_TOOL_POD,
+        url, timeout=60,
+    )  # fmt: skip
+    return int(out.strip().splitlines()[-1])
 
 
 # A TCP connect from inside a pod, with the pod's own python: "connected", or the error and exit 1.
@@ -697,7 +759,14 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
         agent = wait_agent_ready(kube, namespace=app_ns, timeout=300)
         assert agent["status"]["bundle"]["toolCount"] >= 2, agent["status"]
     with platform.step("tool call through the Tool Pod Service"):
-        call_tool_through_service(kube, namespace=app_ns, word="journey")
+        call_tool_through_service(kube, namespace=app_ns, system_ns=system_ns, word="journey")
+    with platform.step("the AER's own token refused by its Tool Pod"):
+        # Issue 27: the chart's OE signing key makes every Agent's runtimes accept only the OE's statements.
+        # Run before any NetworkPolicy is enforced (a tier that enforces from the start says so in the
+        # report): the connection opens, and the token itself is what the Tool Pod refuses.
+        report["network_policies_enforced_at_aer_check"] = platform.enable_network_policies is None
+        report["aer_token_at_tool_pod"] = aer_token_at_tool_pod(kube, namespace=app_ns)
+        assert report["aer_token_at_tool_pod"] in (401, 403), report["aer_token_at_tool_pod"]
     with platform.step("two Agents with Memory Ready"):
         for name in POLICY_AGENTS:
             kube.kubectl("apply", "--namespace", app_ns, "-f", "-", stdin=json.dumps(policy_agent(name)))
@@ -732,7 +801,7 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
         # Still Ready (kubelet probes pass), and a tool call still goes through.
         for name in (EXAMPLE_AGENT, *POLICY_AGENTS):
             wait_agent_ready(kube, namespace=app_ns, agent=name)
-        call_tool_through_service(kube, namespace=app_ns, word="policed")
+        call_tool_through_service(kube, namespace=app_ns, system_ns=system_ns, word="policed")
     with platform.step("example Agent invoked through the OE, approved, answered"):
         kube.kubectl(
             "apply",
