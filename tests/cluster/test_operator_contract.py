@@ -143,7 +143,9 @@ def test_rendered_aer_and_tool_pod_start_and_a_tool_call_reaches_the_provider(
     echoed = outcome["result"]["body"] if "body" in outcome["result"] else outcome["result"]
     assert echoed["path"] == "/echo/things/t-42"
     assert echoed["query"] == "verbose=true"
-    assert echoed["headers"]["authorization"] == f"Bearer {PROVIDER_CREDENTIAL}"
+    # The provider got the Secret's value; what the Tool Pod answers has it redacted (issue 27).
+    assert echoed["headers"]["authorization"] == "Bearer [REDACTED]"
+    assert PROVIDER_CREDENTIAL not in answer.text
     for proc, _ in procs.values():
         assert PROVIDER_CREDENTIAL not in proc.output() and SIGNING_KEY not in proc.output()
 
