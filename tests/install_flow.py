@@ -660,13 +660,33 @@ INVOKER = "journey-developer"  # `edit` in the Agent's namespace: the chart's in
 REVIEWER = "journey-reviewer"  # bound to the chart's reviewer ClusterRole, nothing else
 
 
-def client_identity(kube: Kube, *, namespace: str, name: str, cluster_role: str) -> str:
+def client_identity(
+    kube: Kube,
+    *,
+    namespace: str,
+    name: str,
+    cluster_role: str,
+    verb: str = "get",
+    subresource: str = "executions",
+) -> str:
     """A ServiceAccount bound by a RoleBinding in `namespace` to `cluster_role`, and a token of it for the
-    OE's audience (an hour): what a person or a front end presents to the client API."""
+    OE's audience (an hour): what a person or a front end presents to the client API. Returns once the API
+    server grants `verb agents/<subresource>` to it: the OE caches a denial for its TTL, so a first call made
+    before the binding (or the aggregation into `edit`) took effect would fail for 10 s."""
     kube.kubectl("create", "serviceaccount", name, "--namespace", namespace)
     kube.kubectl(
         "create", "rolebinding", name, "--namespace", namespace, f"--clusterrole={cluster_role}",
         f"--serviceaccount={namespace}:{name}",
+    )  # fmt: skip
+    user = f"system:serviceaccount:{namespace}:{name}"
+    eventually(
+        f"{user} may {verb} agents/{subresource}",
+        lambda: kube.kubectl(
+            "auth", "can-i", verb, "agents.agentengine.io", f"--subresource={subresource}",
+            f"--as={user}", "--namespace", namespace, check=False,
+        ).strip() == "yes",
+        timeout=60,
+        interval=0.2,
     )  # fmt: skip
     return kube.kubectl(
         "create", "token", name, "--namespace", namespace, "--audience", CLIENT_AUDIENCE, "--duration=1h"
@@ -679,8 +699,13 @@ def invoke_through_oe(
     """POST /invoke to the OE as a developer (`edit` in the namespace), approve the held call as a reviewer
     (the chart's reviewer ClusterRole), read the answer and the audit: every model and tool call of the turn
     went AER -> OE -> Tool Pod (or back to the AER), and the execution names who invoked and who approved."""
-    invoker = client_identity(kube, namespace=app_ns, name=INVOKER, cluster_role="edit")
-    reviewer = client_identity(kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer")
+    invoker = client_identity(
+        kube, namespace=app_ns, name=INVOKER, cluster_role="edit", verb="create", subresource="invoke"
+    )
+    reviewer = client_identity(
+        kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
+        subresource="approve",
+    )  # fmt: skip
     resume_path = "/api/v1/projects/{ns}/executions/{execution}/resume"
     with port_forward(kube, namespace=system_ns, service=OE_DEPLOYMENT, remote=8080) as base:
         anonymous = httpx.Client(base_url=base, timeout=30)
