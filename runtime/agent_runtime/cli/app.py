@@ -1,0 +1,48 @@
+"""The `agentengine` command: global flags (where and as whom) and the verbs."""
+
+from __future__ import annotations
+
+import click
+
+from agent_runtime.cli import executions, reviews
+from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--server", metavar="URL", help=f"the OE's URL (or ${SERVER_ENV})")
+@click.option("--token", metavar="TOKEN", help=f"bearer token (or ${TOKEN_ENV}; else the kubeconfig user's)")
+@click.option("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")
+@click.option("--context", help="kubeconfig context (default: the current one)")
+@click.option("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    server: str | None,
+    token: str | None,
+    namespace: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+) -> None:
+    """Invoke agents, follow executions and review held calls on Agent Engine.
+
+    Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 forbidden or unauthenticated.
+    """
+    ctx.obj = Options(server=server, token=token, namespace=namespace, context=context, kubeconfig=kubeconfig)
+
+
+for command in (
+    executions.invoke,
+    executions.get,
+    executions.audit,
+    executions.cancel,
+    executions.events,
+    reviews.reviews,
+    reviews.approve,
+    reviews.reject,
+):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """The console script."""
+    cli(prog_name="agentengine")

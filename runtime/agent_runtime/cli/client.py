@@ -1,0 +1,159 @@
+"""The OE's client API over httpx: one method per route, errors that say what happened and the fix."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from agent_runtime.cli.errors import DENIED, ERROR, NOT_FOUND, CliError
+from agent_runtime.cli.kubeconfig import TOKEN_FIX
+
+TIMEOUT_S = 30.0
+
+
+def _message(response: httpx.Response) -> str:
+    """The OE's own words: a Status message, a `detail` list of {field, problem}, or the body's start."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    if isinstance(body, dict):
+        detail = body.get("detail")
+        if isinstance(detail, list):
+            return "; ".join(
+                f"{item.get('field')}: {item.get('problem')}" if isinstance(item, dict) else str(item)
+                for item in detail
+            )
+        if isinstance(detail, str):
+            return detail
+        for key in ("message", "error"):
+            if isinstance(body.get(key), str):
+                return str(body[key])
+    return json.dumps(body)[:300]
+
+
+def error_for(response: httpx.Response, *, what: str) -> CliError:
+    """The CliError of a refused request, with the exit code of its class."""
+    status = response.status_code
+    text = _message(response)
+    if status == 401:
+        return CliError(f"the OE refused the credentials (401 {text}); {TOKEN_FIX}", exit_code=DENIED)
+    if status == 403:
+        hint = ""
+        with contextlib.suppress(ValueError, AttributeError):
+            hint = response.json().get("details", {}).get("grantedBy", {}).get("hint", "")
+        return CliError(f"forbidden: {text}" + (f"; fix: {hint}" if hint else ""), exit_code=DENIED)
+    if status == 404:
+        return CliError(f"{what} not found ({text})", exit_code=NOT_FOUND)
+    return CliError(f"{what}: the OE answered {status}: {text}", exit_code=ERROR)
+
+
+class OEClient:
+    """A typed client of the OE's client API."""
+
+    def __init__(self, *, server: str, token: str, timeout: float = TIMEOUT_S) -> None:
+        self.server = server
+        self._http = httpx.Client(
+            base_url=server, headers={"authorization": f"Bearer {token}"}, timeout=timeout
+        )
+
+    def __enter__(self) -> OEClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code >= 400:
+            raise error_for(response, what=what)
+        return response.json()
+
+    def _unreachable(self, exc: Exception) -> CliError:
+        return CliError(
+            f"cannot reach the OE at {self.server} ({exc.__class__.__name__}); is it running? "
+            "check --server or AGENTENGINE_SERVER"
+        )
+
+    def invoke(self, *, agent: str, input: Any, session_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"agent": agent, "input": input}
+        if session_id:
+            body["session_id"] = session_id
+        return dict(self._send("POST", "/invoke", json=body, what=f"agent {agent}"))
+
+    def execution(self, execution_id: str) -> dict[str, Any]:
+        return dict(self._send("GET", f"/execution/{execution_id}", what=f"execution {execution_id}"))
+
+    def executions(
+        self, *, project: str | None, status: str | None = None, agent: str | None = None, limit: int = 50
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        for key, value in (("project", project), ("status", status), ("agent", agent)):
+            if value:
+                params[key] = value
+        return dict(self._send("GET", "/executions", params=params, what="executions"))
+
+    def audit(self, execution_id: str) -> list[dict[str, Any]]:
+        body = self._send("GET", f"/execution/{execution_id}/audit", what=f"execution {execution_id}")
+        return list(body.get("records", []))
+
+    def reviews(self, *, project: str, limit: int = 50) -> dict[str, Any]:
+        path = f"/api/v1/projects/{project}/reviews"
+        return dict(self._send("GET", path, params={"limit": limit}, what=f"reviews of {project}"))
+
+    def resume(
+        self,
+        execution_id: str,
+        *,
+        decision: str,
+        notes: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        review: dict[str, Any] = {"decision": decision}
+        if notes is not None:
+            review["reviewer_notes"] = notes
+        if args is not None:
+            review["args"] = args
+        return dict(
+            self._send(
+                "POST",
+                f"/resume/{execution_id}",
+                json={"human_review": review},
+                what=f"execution {execution_id}",
+            )
+        )
+
+    def cancel(self, execution_id: str) -> dict[str, Any]:
+        path = f"/execution/{execution_id}/cancel"
+        return dict(self._send("POST", path, what=f"execution {execution_id}"))
+
+    def events(
+        self, execution_id: str, *, after: int = 0, idle_timeout: float | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The execution's events (SSE `data:` lines) from after `after`; with `idle_timeout`, stops when
+        none arrives for that long (the events so far), else follows until the stream ends."""
+        timeout = httpx.Timeout(TIMEOUT_S, read=idle_timeout)
+        params = {"after": after} if after else {}
+        try:
+            with self._http.stream(
+                "GET", f"/execution/{execution_id}/events", params=params, timeout=timeout
+            ) as stream:
+                if stream.status_code >= 400:
+                    stream.read()
+                    raise error_for(stream, what=f"execution {execution_id}")
+                for line in stream.iter_lines():
+                    if line.startswith("data: "):
+                        yield json.loads(line.removeprefix("data: "))
+        except httpx.ReadTimeout:
+            if idle_timeout is None:
+                raise self._unreachable(httpx.ReadTimeout("read")) from None
+            return
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None

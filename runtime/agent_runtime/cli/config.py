@@ -1,0 +1,64 @@
+"""Where the CLI talks to and as whom: flags over environment over the kubeconfig."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent_runtime.cli import kubeconfig
+from agent_runtime.cli.errors import USAGE, CliError
+
+SERVER_ENV = "AGENTENGINE_SERVER"
+TOKEN_ENV = "AGENTENGINE_TOKEN"  # noqa: S105 (the variable's name, not a token)
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The global flags as given (None when not given)."""
+
+    server: str | None = None
+    token: str | None = None
+    namespace: str | None = None
+    context: str | None = None
+    kubeconfig: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """The OE's URL, the bearer token and the namespace commands default to."""
+
+    server: str
+    token: str
+    namespace: str
+
+
+def server_url(options: Options, environ: Mapping[str, str]) -> str:
+    """The OE's base URL; without one, an error naming both ways to give it."""
+    url = options.server or environ.get(SERVER_ENV, "")
+    if not url:
+        raise CliError(
+            f"no OE address: pass --server URL or set {SERVER_ENV} "
+            "(e.g. http://127.0.0.1:8080, or a kubectl port-forward to the OE's Service)",
+            exit_code=USAGE,
+        )
+    if not url.startswith(("http://", "https://")):
+        raise CliError(f"--server {url!r} is not an http(s) URL; e.g. http://127.0.0.1:8080", exit_code=USAGE)
+    return url.rstrip("/")
+
+
+def resolve(options: Options, environ: Mapping[str, str]) -> Target:
+    """The target: --token, then AGENTENGINE_TOKEN, then the kubeconfig context's user."""
+    server = server_url(options, environ)
+    context = None
+    token = options.token or environ.get(TOKEN_ENV) or None
+    if token is None or options.namespace is None:
+        documents = kubeconfig.load_documents(kubeconfig.kubeconfig_paths(options.kubeconfig, environ))
+        context = kubeconfig.select_context(documents, options.context)
+    if token is None and context is not None:
+        token = kubeconfig.token_from_user(context.user, base_dir=context.base_dir)
+    if not token:
+        where = f"kubeconfig context {context.name!r} has no token" if context else "no kubeconfig context"
+        raise CliError(f"no credentials ({where}): {kubeconfig.TOKEN_FIX}", exit_code=4)
+    namespace = options.namespace or (context.namespace if context else None) or DEFAULT_NAMESPACE
+    return Target(server=server, token=token, namespace=namespace)

@@ -1,0 +1,80 @@
+"""Human review: the pending held calls, approve and reject."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from agent_runtime.cli.errors import USAGE, CliError
+from agent_runtime.cli.output import emit, output_option
+from agent_runtime.cli.session import open_client
+
+REVIEW_COLUMNS = (
+    ("ID", lambda row: row.get("execution_id")),
+    ("AGENT", lambda row: row.get("agent")),
+    ("KIND", lambda row: row.get("asks", {}).get("kind")),
+    ("STEP", lambda row: row.get("asks", {}).get("step")),
+    ("TOOL", lambda row: row.get("asks", {}).get("tool")),
+    ("ARGS", lambda row: row.get("asks", {}).get("args")),
+    ("REASON", lambda row: row.get("asks", {}).get("reason")),
+    ("WAITING SINCE", lambda row: row.get("waiting_since")),
+)
+
+
+def parse_args(raw: str | None) -> dict[str, Any] | None:
+    """`--edit-args`: a JSON object replacing the held call's arguments."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise CliError(
+            f"--edit-args is not JSON ({exc.msg}); give the call's new arguments as an object, "
+            "e.g. --edit-args '{\"amount\": 7}'",
+            exit_code=USAGE,
+        ) from None
+    if not isinstance(value, dict):
+        raise CliError("--edit-args must be a JSON object (the held call's arguments)", exit_code=USAGE)
+    return value
+
+
+@click.command()
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@output_option
+@click.pass_context
+def reviews(ctx: click.Context, limit: int, output: str) -> None:
+    """The namespace's executions waiting for a reviewer, newest first."""
+    client, where = open_client(ctx)
+    with client:
+        page = client.reviews(project=where.namespace, limit=limit)
+    emit(page, output=output, rows=page.get("items", []), columns=REVIEW_COLUMNS)
+
+
+@click.command()
+@click.argument("execution_id")
+@click.option("--notes", help="the reviewer's notes (kept in the audit)")
+@click.option("--edit-args", "edit_args", metavar="JSON", help="run the held call with these arguments")
+@output_option
+@click.pass_context
+def approve(
+    ctx: click.Context, execution_id: str, notes: str | None, edit_args: str | None, output: str
+) -> None:
+    """Approve a held execution (optionally with edited arguments)."""
+    args = parse_args(edit_args)
+    client, _ = open_client(ctx)
+    with client:
+        emit(client.resume(execution_id, decision="approved", notes=notes, args=args), output=output)
+
+
+@click.command()
+@click.argument("execution_id")
+@click.option("--notes", help="the reviewer's notes (the agent sees them as the call's error)")
+@output_option
+@click.pass_context
+def reject(ctx: click.Context, execution_id: str, notes: str | None, output: str) -> None:
+    """Reject a held execution's call."""
+    client, _ = open_client(ctx)
+    with client:
+        emit(client.resume(execution_id, decision="rejected", notes=notes), output=output)

@@ -1,0 +1,27 @@
+"""The client of one command: the global flags resolved into a target and an open OE client."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import click
+
+from agent_runtime.cli.config import Options, Target, resolve
+
+if TYPE_CHECKING:
+    from agent_runtime.cli.client import OEClient
+
+
+def target(ctx: click.Context) -> Target:
+    """The target of the global flags, environment and kubeconfig."""
+    options = ctx.find_object(Options) or Options()
+    return resolve(options, os.environ)
+
+
+def open_client(ctx: click.Context) -> tuple[OEClient, Target]:
+    """An OE client for the target (httpx is imported only here, so `--help` stays fast)."""
+    from agent_runtime.cli.client import OEClient
+
+    where = target(ctx)
+    return OEClient(server=where.server, token=where.token), where
