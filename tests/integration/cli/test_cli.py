@@ -1,0 +1,170 @@
+"""The `agentengine` CLI run as a subprocess against the real OE, AER and Tool Pod (issue 29, first slice):
+the review loop a reviewer walks through, output for scripts, and the exit codes scripts branch on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.exec_credential import exec_user
+from tests.integration.loop.harness import CLIENT_TOKEN, Platform
+
+SCRIPT = Path(sys.executable).with_name("agentengine")
+TRANSFER = {"mode": "calls", "calls": [["transfer", {"amount": 5, "to": "bob"}]]}
+SHOUT = {"mode": "calls", "calls": [["shout", {"text": "ok"}]]}
+
+
+def run(
+    platform: Platform, *argv: str, token: str | None = CLIENT_TOKEN, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The console script with the platform's OE; no kubeconfig unless the test gives one."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTENGINE_", "KUBECONFIG"))}
+    base |= {"AGENTENGINE_SERVER": platform.oe_url, "KUBECONFIG": "/nonexistent", **(env or {})}
+    if token is not None:
+        base["AGENTENGINE_TOKEN"] = token
+    return subprocess.run([str(SCRIPT), *argv], env=base, capture_output=True, text=True, timeout=60)
+
+
+def ok_json(platform: Platform, *argv: str, **kwargs: Any) -> Any:
+    done = run(platform, *argv, "-o", "json", **kwargs)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def wait_status(platform: Platform, execution_id: str, *wanted: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        view = ok_json(platform, "get", "execution", execution_id)
+        if view["status"] in wanted:
+            return dict(view)
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+
+
+def test_invoke_held_for_review_then_approved_with_edited_args_completes_and_is_audited(
+    platform: Platform,
+) -> None:
+    held = ok_json(platform, "-n", "team-a", "invoke", "loop", "-i", json.dumps(TRANSFER), "--wait")
+    assert held["status"] == "suspended" and held["suspension"]["kind"] == "approval_required"
+    execution_id = held["execution_id"]
+
+    pending = ok_json(platform, "-n", "team-a", "reviews")["items"]
+    assert [item["execution_id"] for item in pending] == [execution_id]
+    asks = pending[0]["asks"]
+    assert asks["tool"] == "transfer" and asks["args"] == {"amount": 5, "to": "bob"}
+    table = run(platform, "-n", "team-a", "reviews")
+    assert table.returncode == 0 and execution_id in table.stdout and "transfer" in table.stdout
+    assert "TOOL" in table.stdout.splitlines()[0]
+    assert ok_json(platform, "-n", "team-b", "reviews")["items"] == []
+
+    edited = {"amount": 7, "to": "bob"}
+    resumed = ok_json(
+        platform, "approve", execution_id, "--notes", "checked", "--edit-args", json.dumps(edited)
+    )
+    assert resumed["status"] in ("running", "completed")
+    view = wait_status(platform, execution_id, "completed", "failed")
+    assert view["status"] == "completed", view
+    assert view["reviews"][0]["decided_by"]["username"] == "agent-engine:static-token"
+
+    records = ok_json(platform, "audit", execution_id)["records"]
+    resume = next(r for r in records if r["kind"] == "resume")
+    assert resume["args"] == {"requested": {"amount": 5, "to": "bob"}, "executed": edited}
+    ran = [r for r in records if r["kind"] == "tool" and r["decision"] == "approved"]
+    assert [r["tool"] for r in ran] == ["transfer"]
+    audit_table = run(platform, "audit", execution_id)
+    assert audit_table.returncode == 0 and "transfer" in audit_table.stdout and "resume" in audit_table.stdout
+
+    listed = yaml.safe_load(run(platform, "-n", "team-a", "get", "executions", "-o", "yaml").stdout)
+    assert execution_id in [item["execution_id"] for item in listed["items"]]
+    everywhere = ok_json(platform, "get", "executions", "-A", "--status", "completed")
+    assert execution_id in [item["execution_id"] for item in everywhere["items"]]
+
+    # The event stream: without -w the events so far; with -w it ends at the final event.
+    stream = run(platform, "events", execution_id)
+    assert stream.returncode == 0 and "suspended" in stream.stdout and "completed" in stream.stdout
+    followed = run(platform, "events", execution_id, "-w", "-o", "json").stdout.splitlines()
+    assert json.loads(followed[-1])["type"] == "completed"
+
+
+def test_invoke_watch_follows_to_the_answer_and_reject_and_cancel_settle(platform: Platform) -> None:
+    watched = run(platform, "invoke", "team-a/loop", "-i", json.dumps(SHOUT), "-w")
+    assert watched.returncode == 0, watched.stderr
+    lines = watched.stdout.splitlines()
+    assert lines[0].startswith("execution ") and any(" completed" in line for line in lines)
+
+    rejected = ok_json(platform, "invoke", "team-a/loop", "-i", json.dumps(TRANSFER), "--wait")
+    rejected_id = rejected["execution_id"]
+    assert ok_json(platform, "reject", rejected_id, "--notes", "no")["status"] in ("running", "completed")
+    assert wait_status(platform, rejected_id, "completed", "failed")["reviews"][0]["decision"] == "rejected"
+
+    # A script waiting on a suspended execution is told how to approve it; a cancel settles it.
+    held = run(platform, "invoke", "team-a/loop", "-i", json.dumps(TRANSFER), "--wait")
+    assert held.returncode == 0 and "agentengine approve" in held.stderr
+    cancel_id = held.stdout.split()[held.stdout.split().index("execution_id") + 1]
+    assert ok_json(platform, "cancel", cancel_id)["status"] == "cancelled"
+    again = run(platform, "cancel", cancel_id)
+    assert again.returncode == 1 and again.stderr.startswith("error: ") and "Traceback" not in again.stderr
+    not_held = run(platform, "approve", rejected_id)
+    assert not_held.returncode == 1 and "not suspended" in not_held.stderr
+
+
+def test_exit_codes_name_the_fix(platform: Platform) -> None:
+    wrong = run(platform, "get", "executions", token="not-the-token")
+    assert wrong.returncode == 4, wrong.stderr
+    assert "401" in wrong.stderr and "kubectl create token" in wrong.stderr
+    assert "not-the-token" not in wrong.stderr + wrong.stdout
+
+    unknown = run(platform, "get", "execution", "no-such-execution")
+    assert unknown.returncode == 3 and "not found" in unknown.stderr
+    assert run(platform, "audit", "no-such-execution").returncode == 3
+    assert run(platform, "invoke", "team-a/nobody", "-i", "{}").returncode == 3
+
+    malformed = run(platform, "invoke", "team-a/loop", "-i", "{not json")
+    assert malformed.returncode == 2 and "--input is not JSON" in malformed.stderr
+    assert run(platform, "approve", "x", "--edit-args", "[1]").returncode == 2
+    assert run(platform, "get", "executions", "--status", "bogus").returncode == 2
+
+    no_server = run(platform, "get", "executions", env={"AGENTENGINE_SERVER": ""})
+    assert no_server.returncode == 2 and "--server" in no_server.stderr
+    dead = run(platform, "get", "executions", env={"AGENTENGINE_SERVER": "http://127.0.0.1:9"})
+    assert dead.returncode == 1 and "cannot reach the OE" in dead.stderr and "Traceback" not in dead.stderr
+    no_token = run(platform, "get", "executions", token=None)
+    assert no_token.returncode == 4 and "AGENTENGINE_TOKEN" in no_token.stderr
+    assert not any(CLIENT_TOKEN in text for text in (wrong.stderr, unknown.stderr, dead.stderr))
+
+
+def test_credentials_and_namespace_from_the_kubeconfig_including_an_exec_plugin(
+    platform: Platform, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "client-token"
+    token_file.write_text(CLIENT_TOKEN + "\n")
+    calls = tmp_path / "plugin-calls"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "static",
+        "contexts": [
+            {"name": "static", "context": {"cluster": "c", "user": "file-user", "namespace": "team-a"}},
+            {"name": "plugin", "context": {"cluster": "c", "user": "exec-user", "namespace": "team-a"}},
+        ],
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [
+            {"name": "file-user", "user": {"tokenFile": "client-token"}},  # relative to the kubeconfig
+            {"name": "exec-user", "user": exec_user(token_file=token_file, calls_file=calls)},
+        ],
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    env = {"KUBECONFIG": str(kubeconfig)}
+    held = ok_json(platform, "invoke", "loop", "-i", json.dumps(TRANSFER), "--wait", token=None, env=env)
+    assert held["agent"] == "team-a/loop"  # the context's namespace
+    by_plugin = ok_json(platform, "--context", "plugin", "reviews", token=None, env=env)["items"]
+    assert [item["execution_id"] for item in by_plugin] == [held["execution_id"]]
+    assert len(calls.read_text().splitlines()) == 1
