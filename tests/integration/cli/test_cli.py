@@ -8,13 +8,16 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.conftest import Process
 from tests.exec_credential import exec_user
 from tests.integration.loop.harness import CLIENT_TOKEN, Platform
+from tests.providers.llm_peer import RunningLLMPeer
 
 SCRIPT = Path(sys.executable).with_name("agentengine")
 TRANSFER = {"mode": "calls", "calls": [["transfer", {"amount": 5, "to": "bob"}]]}
@@ -168,3 +171,18 @@ def test_credentials_and_namespace_from_the_kubeconfig_including_an_exec_plugin(
     by_plugin = ok_json(platform, "--context", "plugin", "reviews", token=None, env=env)["items"]
     assert [item["execution_id"] for item in by_plugin] == [held["execution_id"]]
     assert len(calls.read_text().splitlines()) == 1
+
+
+def test_a_forbidden_namespace_exits_4_with_the_binding_to_ask_for(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
+) -> None:
+    platform = Platform(tmp=tmp_path, spawn=spawn, llm_base_url=llm_peer.base_url, provider_url=provider_url)
+    platform.start_tool_pod()
+    platform.start_aer()
+    platform.write_registrations()  # team-a/loop and team-b/other
+    platform.start_oe(extra={"OE_CLIENT_TOKEN_NAMESPACES": "team-a"})
+    refused = run(platform, "invoke", "team-b/other", "-i", json.dumps(SHOUT))
+    assert refused.returncode == 4, refused.stderr
+    assert refused.stderr.startswith("error: forbidden: ") and "team-b" in refused.stderr
+    assert "agents/invoke" in refused.stderr and CLIENT_TOKEN not in refused.stderr
+    assert "fix: bind ClusterRole agent-engine-invoker" in refused.stderr  # the OE's own hint, passed on
