@@ -40,15 +40,29 @@ def parse_args(raw: str | None) -> dict[str, Any] | None:
     return value
 
 
+def newest_first(pages: list[dict[str, Any]], *, limit: int) -> list[dict[str, Any]]:
+    """The items of several namespaces' review pages as one list, newest first."""
+    items = [item for page in pages for item in page.get("items", [])]
+    return sorted(items, key=lambda item: item.get("waiting_since") or "", reverse=True)[:limit]
+
+
 @click.command()
+@click.option("-A", "--all-namespaces", is_flag=True, help="every namespace the caller may read")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
 @output_option
 @click.pass_context
-def reviews(ctx: click.Context, limit: int, output: str) -> None:
-    """The namespace's executions waiting for a reviewer, newest first."""
+def reviews(ctx: click.Context, all_namespaces: bool, limit: int, output: str) -> None:
+    """The executions waiting for a reviewer, newest first."""
     client, where = open_client(ctx)
     with client:
-        page = client.reviews(project=where.namespace, limit=limit)
+        if all_namespaces:
+            # The reviewer's view is per namespace: find the namespaces with a suspended execution first.
+            held = client.executions(project=None, status="suspended", limit=500)
+            namespaces = sorted({item["project_id"] for item in held.get("items", [])})
+            pages = [client.reviews(project=namespace, limit=limit) for namespace in namespaces]
+            page: dict[str, Any] = {"items": newest_first(pages, limit=limit), "next_cursor": None}
+        else:
+            page = client.reviews(project=where.namespace, limit=limit)
     emit(page, output=output, rows=page.get("items", []), columns=REVIEW_COLUMNS)
 
 

@@ -66,6 +66,7 @@ def test_invoke_held_for_review_then_approved_with_edited_args_completes_and_is_
     assert table.returncode == 0 and execution_id in table.stdout and "transfer" in table.stdout
     assert "TOOL" in table.stdout.splitlines()[0]
     assert ok_json(platform, "-n", "team-b", "reviews")["items"] == []
+    assert [item["execution_id"] for item in ok_json(platform, "reviews", "-A")["items"]] == [execution_id]
 
     edited = {"amount": 7, "to": "bob"}
     resumed = ok_json(
