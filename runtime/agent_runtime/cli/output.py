@@ -23,13 +23,13 @@ output_option = click.option(
 Column = tuple[str, Callable[[dict[str, Any]], Any]]
 
 
-def cell(value: Any) -> str:
-    """One table cell: short JSON for structures, empty for None."""
+def cell(value: Any, *, width: int | None = 60) -> str:
+    """One table cell: compact JSON for structures (cut at `width` in a list's row), empty for None."""
     if value is None:
         return ""
     if isinstance(value, dict | list):
         text = json.dumps(value, separators=(",", ":"))
-        return text if len(text) <= 60 else text[:57] + "..."
+        return text if width is None or len(text) <= width else text[: width - 3] + "..."
     return str(value)
 
 
@@ -53,7 +53,7 @@ def emit(
         table.add_column("FIELD")
         table.add_column("VALUE", overflow="fold")
         for key, value in (data or {}).items():
-            table.add_row(key, cell(value))
+            table.add_row(key, cell(value, width=None))  # one object: every value in full
     else:
         for title, _ in columns:
             table.add_column(title, overflow="fold")
