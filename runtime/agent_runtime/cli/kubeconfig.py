@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent_runtime.cli.errors import CliError
 
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
@@ -49,6 +47,8 @@ def kubeconfig_paths(explicit: str | None, environ: Mapping[str, str]) -> list[P
 
 def load_documents(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     """Each existing file parsed; a file that is not a kubeconfig mapping is an error naming it."""
+    import yaml  # here, not at the top: `--help` and commands given --token never need it
+
     documents = []
     for path in paths:
         if not path.is_file():
