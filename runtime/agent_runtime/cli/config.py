@@ -56,7 +56,7 @@ def resolve(options: Options, environ: Mapping[str, str]) -> Target:
         documents = kubeconfig.load_documents(kubeconfig.kubeconfig_paths(options.kubeconfig, environ))
         context = kubeconfig.select_context(documents, options.context)
     if token is None and context is not None:
-        token = kubeconfig.token_from_user(context.user, base_dir=context.base_dir)
+        token = kubeconfig.token_from_user(context.user, base_dir=context.base_dir, cluster=context.cluster)
     if not token:
         where = f"kubeconfig context {context.name!r} has no token" if context else "no kubeconfig context"
         raise CliError(f"no credentials ({where}): {kubeconfig.TOKEN_FIX}", exit_code=4)

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ class Context:
     namespace: str | None
     user: Mapping[str, Any]
     base_dir: Path  # relative paths in the user (tokenFile, exec command) are relative to its file
+    cluster: Mapping[str, Any] = field(default_factory=dict)  # for an exec plugin's provideClusterInfo
 
 
 def kubeconfig_paths(explicit: str | None, environ: Mapping[str, str]) -> list[Path]:
@@ -87,21 +88,47 @@ def select_context(documents: list[tuple[Path, dict[str, Any]]], context: str | 
     body = entry.get("context") or {}
     user_name = body.get("user")
     user_path, user_entry = _named(documents, "users", user_name) if user_name else (path, {})
+    _, cluster_entry = _named(documents, "clusters", body["cluster"]) if body.get("cluster") else (path, {})
     return Context(
         name=name,
         namespace=body.get("namespace") or None,
         user=user_entry.get("user") or {},
         base_dir=(user_path if user_entry else path).parent,
+        cluster=cluster_entry.get("cluster") or {},
     )
 
 
-def exec_info(exec_spec: Mapping[str, Any]) -> str:
+# kubeconfig cluster keys an ExecCredential's spec.cluster carries under the same names
+CLUSTER_INFO_KEYS = (
+    "server",
+    "tls-server-name",
+    "insecure-skip-tls-verify",
+    "certificate-authority-data",
+    "proxy-url",
+    "disable-compression",
+)
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+
+
+def cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.cluster for a plugin that asks for it (provideClusterInfo), as kubectl fills it."""
+    info = {key: cluster[key] for key in CLUSTER_INFO_KEYS if key in cluster}
+    for extension in cluster.get("extensions") or []:
+        if isinstance(extension, dict) and extension.get("name") == EXEC_EXTENSION:
+            info["config"] = extension.get("extension")
+    return info
+
+
+def exec_info(exec_spec: Mapping[str, Any], *, cluster: Mapping[str, Any] | None = None) -> str:
     """The KUBERNETES_EXEC_INFO kubectl hands the plugin (never interactive: the CLI may run in a script)."""
+    spec: dict[str, Any] = {"interactive": False}
+    if exec_spec.get("provideClusterInfo") and cluster:
+        spec["cluster"] = cluster_info(cluster)
     return json.dumps(
         {
             "apiVersion": exec_spec.get("apiVersion", EXEC_API_VERSIONS[0]),
             "kind": "ExecCredential",
-            "spec": {"interactive": False},
+            "spec": spec,
         }
     )
 
@@ -128,21 +155,34 @@ def token_from_exec_output(stdout: str, *, command: str) -> str:
     return token
 
 
-def run_exec_plugin(exec_spec: Mapping[str, Any], *, base_dir: Path) -> str:
-    """Run the user's exec plugin as kubectl does and return its token."""
+def run_exec_plugin(
+    exec_spec: Mapping[str, Any], *, base_dir: Path, cluster: Mapping[str, Any] | None = None
+) -> str:
+    """Run the user's exec plugin as kubectl does (stdin closed: never interactive) and return its token."""
     command = str(exec_spec.get("command") or "")
     if not command:
         raise CliError("the kubeconfig user's exec has no command; fix the kubeconfig or " + TOKEN_FIX)
+    if exec_spec.get("interactiveMode") == "Always":
+        raise CliError(
+            f"the exec plugin {command!r} needs a terminal (interactiveMode: Always); log in with it once "
+            "through kubectl, or " + TOKEN_FIX
+        )
     if os.sep in command and not Path(command).is_absolute():
         command = str(base_dir / command)
     env = dict(os.environ)
     for pair in exec_spec.get("env") or []:
         env[str(pair["name"])] = str(pair["value"])
-    env["KUBERNETES_EXEC_INFO"] = exec_info(exec_spec)
+    env["KUBERNETES_EXEC_INFO"] = exec_info(exec_spec, cluster=cluster)
     argv = [command, *[str(arg) for arg in exec_spec.get("args") or []]]
     try:
         done = subprocess.run(
-            argv, env=env, capture_output=True, text=True, timeout=EXEC_TIMEOUT_S, check=False
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=EXEC_TIMEOUT_S,
+            check=False,
         )
     except FileNotFoundError:
         hint = exec_spec.get("installHint") or "install it or fix the kubeconfig's exec.command"
@@ -157,7 +197,9 @@ def run_exec_plugin(exec_spec: Mapping[str, Any], *, base_dir: Path) -> str:
     return token_from_exec_output(done.stdout, command=command)
 
 
-def token_from_user(user: Mapping[str, Any], *, base_dir: Path) -> str | None:
+def token_from_user(
+    user: Mapping[str, Any], *, base_dir: Path, cluster: Mapping[str, Any] | None = None
+) -> str | None:
     """The user's bearer token: `token`, else `tokenFile`, else its exec plugin; None when it has none."""
     if user.get("token"):
         return str(user["token"])
@@ -169,5 +211,5 @@ def token_from_user(user: Mapping[str, Any], *, base_dir: Path) -> str | None:
         except OSError as exc:
             raise CliError(f"the kubeconfig user's tokenFile {path} is unreadable ({exc.strerror})") from None
     if isinstance(user.get("exec"), dict):
-        return run_exec_plugin(user["exec"], base_dir=base_dir)
+        return run_exec_plugin(user["exec"], base_dir=base_dir, cluster=cluster)
     return None

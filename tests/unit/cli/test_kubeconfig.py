@@ -173,3 +173,36 @@ def test_missing_pieces_are_errors_naming_the_fix(tmp_path: Path) -> None:
     (tmp_path / "broken").write_text("- just\n- a list\n")
     with pytest.raises(CliError, match="is not a mapping"):
         resolve(Options(), {**SERVER, "KUBECONFIG": str(tmp_path / "broken")})
+
+
+def test_a_plugin_that_asks_for_cluster_info_gets_it_and_an_always_interactive_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    spec = plugin(
+        tmp_path,
+        "import json, os, sys\n"
+        "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        "assert sys.stdin.read() == ''\n"  # stdin closed: a plugin cannot wait on a prompt
+        "cluster = info['spec']['cluster']\n"
+        "token = cluster['server'] + '|' + cluster['config']['audience']\n"
+        "print(json.dumps({'apiVersion': info['apiVersion'], 'kind': 'ExecCredential',"
+        " 'status': {'token': token}}))\n",
+    )
+    spec["provideClusterInfo"] = True
+    cluster = {
+        "server": "https://127.0.0.1:6443",
+        "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {"audience": "ae"}}],
+    }
+    path = write_config(
+        tmp_path / "config",
+        current="a",
+        contexts={"a": {"user": "u", "cluster": "c"}},
+        users={"u": {"exec": spec}},
+    )
+    document = yaml.safe_load(path.read_text())
+    document["clusters"] = [{"name": "c", "cluster": cluster}]
+    path.write_text(yaml.safe_dump(document))
+    assert resolve(Options(), {**SERVER, "KUBECONFIG": str(path)}).token == "https://127.0.0.1:6443|ae"
+
+    with pytest.raises(CliError, match="needs a terminal"):
+        token_from_user({"exec": {**spec, "interactiveMode": "Always"}}, base_dir=tmp_path)
