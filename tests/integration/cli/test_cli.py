@@ -130,6 +130,10 @@ def test_exit_codes_name_the_fix(platform: Platform) -> None:
     assert run(platform, "audit", "no-such-execution").returncode == 3
     assert run(platform, "invoke", "team-a/nobody", "-i", "{}").returncode == 3
 
+    failed = run(platform, "invoke", "team-a/loop", "-i", '{"mode": "nonsense"}', "--wait", "-o", "json")
+    assert failed.returncode == 1 and json.loads(failed.stdout)["status"] == "failed"
+    assert " failed: " in failed.stderr
+
     malformed = run(platform, "invoke", "team-a/loop", "-i", "{not json")
     assert malformed.returncode == 2 and "--input is not JSON" in malformed.stderr
     assert run(platform, "approve", "x", "--edit-args", "[1]").returncode == 2
