@@ -92,10 +92,16 @@ class OEClient:
         return dict(self._send("GET", f"/execution/{execution_id}", what=f"execution {execution_id}"))
 
     def executions(
-        self, *, project: str | None, status: str | None = None, agent: str | None = None, limit: int = 50
+        self,
+        *,
+        project: str | None,
+        status: str | None = None,
+        agent: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"limit": limit}
-        for key, value in (("project", project), ("status", status), ("agent", agent)):
+        for key, value in (("project", project), ("status", status), ("agent", agent), ("cursor", cursor)):
             if value:
                 params[key] = value
         return dict(self._send("GET", "/executions", params=params, what="executions"))

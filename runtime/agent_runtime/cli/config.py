@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from agent_runtime.cli import kubeconfig
 from agent_runtime.cli.errors import USAGE, CliError
@@ -45,6 +47,20 @@ def server_url(options: Options, environ: Mapping[str, str]) -> str:
     if not url.startswith(("http://", "https://")):
         raise CliError(f"--server {url!r} is not an http(s) URL; e.g. http://127.0.0.1:8080", exit_code=USAGE)
     return url.rstrip("/")
+
+
+def sends_token_in_clear(url: str) -> bool:
+    """Whether a bearer token to `url` would cross a network unencrypted (http:// to a non-loopback host)."""
+    parsed = urlsplit(url)
+    if parsed.scheme != "http":
+        return False
+    host = parsed.hostname or ""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
 
 
 def resolve(options: Options, environ: Mapping[str, str]) -> Target:

@@ -36,11 +36,13 @@ AUDIT_COLUMNS = (
 
 
 def parse_input(raw: str | None) -> Any:
-    """`--input`: JSON text, or `@file` holding JSON; a clear usage error otherwise."""
+    """`--input`: JSON text, `@file` holding JSON, or `@-` (stdin); a clear usage error otherwise."""
     if raw is None:
         return {}
     text = raw
-    if raw.startswith("@"):
+    if raw == "@-":
+        text = click.get_text_stream("stdin").read()
+    elif raw.startswith("@"):
         path = Path(raw[1:])
         try:
             text = path.read_text(encoding="utf-8")
@@ -111,7 +113,9 @@ def error_text(view: dict[str, Any]) -> str:
 
 @click.command()
 @click.argument("agent")
-@click.option("-i", "--input", "raw_input", metavar="JSON|@FILE", help="the agent's input (JSON, or @file)")
+@click.option(
+    "-i", "--input", "raw_input", metavar="JSON|@FILE", help="the agent's input (JSON, @file or @- for stdin)"
+)
 @click.option("--session", "session_id", help="session id (the agent's conversation)")
 @click.option("--wait", is_flag=True, help="wait until the execution completes, fails or is held for review")
 @click.option("-w", "--watch", is_flag=True, help="follow the execution's events until it settles")
@@ -157,18 +161,31 @@ def get() -> None:
 @click.option("--status", type=click.Choice(["pending", "running", *SETTLED]))
 @click.option("--agent", help="only this Agent (NAMESPACE/NAME)")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--cursor", help="the next page: the next_cursor a previous page gave")
 @output_option
 @click.pass_context
 def get_executions(
-    ctx: click.Context, all_namespaces: bool, status: str | None, agent: str | None, limit: int, output: str
+    ctx: click.Context,
+    all_namespaces: bool,
+    status: str | None,
+    agent: str | None,
+    limit: int,
+    cursor: str | None,
+    output: str,
 ) -> None:
     """List executions, newest first."""
     client, where = open_client(ctx)
     with client:
         page = client.executions(
-            project=None if all_namespaces else where.namespace, status=status, agent=agent, limit=limit
+            project=None if all_namespaces else where.namespace,
+            status=status,
+            agent=agent,
+            limit=limit,
+            cursor=cursor,
         )
     emit(page, output=output, rows=page.get("items", []), columns=EXECUTION_COLUMNS)
+    if output == "table" and page.get("next_cursor"):
+        click.echo(f"more: --cursor {page['next_cursor']}", err=True)
 
 
 @get.command("execution")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent_runtime.cli.config import Options, Target, resolve
+from agent_runtime.cli.config import Options, Target, resolve, sends_token_in_clear
 
 if TYPE_CHECKING:
     from agent_runtime.cli.client import OEClient
@@ -24,4 +24,8 @@ def open_client(ctx: click.Context) -> tuple[OEClient, Target]:
     from agent_runtime.cli.client import OEClient
 
     where = target(ctx)
+    if sends_token_in_clear(where.server):
+        click.echo(
+            f"warning: {where.server} is plain http: the token crosses the network unencrypted", err=True
+        )
     return OEClient(server=where.server, token=where.token), where

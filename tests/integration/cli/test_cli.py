@@ -25,14 +25,20 @@ SHOUT = {"mode": "calls", "calls": [["shout", {"text": "ok"}]]}
 
 
 def run(
-    platform: Platform, *argv: str, token: str | None = CLIENT_TOKEN, env: dict[str, str] | None = None
+    platform: Platform,
+    *argv: str,
+    token: str | None = CLIENT_TOKEN,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The console script with the platform's OE; no kubeconfig unless the test gives one."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTENGINE_", "KUBECONFIG"))}
     base |= {"AGENTENGINE_SERVER": platform.oe_url, "KUBECONFIG": "/nonexistent", **(env or {})}
     if token is not None:
         base["AGENTENGINE_TOKEN"] = token
-    return subprocess.run([str(SCRIPT), *argv], env=base, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(SCRIPT), *argv], env=base, input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 def ok_json(platform: Platform, *argv: str, **kwargs: Any) -> Any:
@@ -89,6 +95,14 @@ def test_invoke_held_for_review_then_approved_with_edited_args_completes_and_is_
     assert execution_id in [item["execution_id"] for item in listed["items"]]
     everywhere = ok_json(platform, "get", "executions", "-A", "--status", "completed")
     assert execution_id in [item["execution_id"] for item in everywhere["items"]]
+
+    # Paging: a second execution (its input from stdin), then one a page, newest first.
+    second = ok_json(platform, "invoke", "team-a/loop", "-i", "@-", "--wait", stdin=json.dumps(SHOUT))
+    first_page = run(platform, "-n", "team-a", "get", "executions", "--limit", "1")
+    assert second["execution_id"] in first_page.stdout and "more: --cursor " in first_page.stderr
+    cursor = first_page.stderr.split("more: --cursor ")[1].split()[0]
+    next_page = ok_json(platform, "-n", "team-a", "get", "executions", "--limit", "1", "--cursor", cursor)
+    assert [item["execution_id"] for item in next_page["items"]] == [execution_id]
 
     # The event stream: without -w the events so far; with -w it ends at the final event.
     stream = run(platform, "events", execution_id)

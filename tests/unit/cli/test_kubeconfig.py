@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent_runtime.cli.config import Options, resolve
+from agent_runtime.cli.config import Options, resolve, sends_token_in_clear
 from agent_runtime.cli.errors import CliError
 from agent_runtime.cli.kubeconfig import (
     kubeconfig_paths,
@@ -206,3 +206,12 @@ def test_a_plugin_that_asks_for_cluster_info_gets_it_and_an_always_interactive_o
 
     with pytest.raises(CliError, match="needs a terminal"):
         token_from_user({"exec": {**spec, "interactiveMode": "Always"}}, base_dir=tmp_path)
+
+
+def test_a_token_in_clear_is_only_plain_http_off_loopback() -> None:
+    assert not sends_token_in_clear("http://127.0.0.1:8080")
+    assert not sends_token_in_clear("http://[::1]:8080")
+    assert not sends_token_in_clear("http://localhost:8080")
+    assert not sends_token_in_clear("https://oe.example.internal")
+    assert sends_token_in_clear("http://oe.example.internal:8080")
+    assert sends_token_in_clear("http://10.0.0.5:8080")
