@@ -205,3 +205,18 @@ def test_a_forbidden_namespace_exits_4_with_the_binding_to_ask_for(
     assert refused.stderr.startswith("error: forbidden: ") and "team-b" in refused.stderr
     assert "agents/invoke" in refused.stderr and CLIENT_TOKEN not in refused.stderr
     assert "fix: bind ClusterRole agent-engine-invoker" in refused.stderr  # the OE's own hint, passed on
+
+
+def test_shell_completion_and_help_need_no_server() -> None:
+    env = {
+        **os.environ,
+        "COMP_WORDS": "agentengine ge",
+        "COMP_CWORD": "1",
+        "_AGENTENGINE_COMPLETE": "bash_complete",
+    }
+    done = subprocess.run([str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.strip() == "plain,get"
+    helped = subprocess.run([str(SCRIPT), "invoke", "--help"], capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0 and "--input" in helped.stdout
+    usage = subprocess.run([str(SCRIPT), "frobnicate"], capture_output=True, text=True, timeout=30)
+    assert usage.returncode == 2 and "No such command" in usage.stderr
