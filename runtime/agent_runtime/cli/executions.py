@@ -144,7 +144,9 @@ def invoke(
             emit(started, output=output)
             return
         view = _wait(client, execution_id)
-    if not watch or output != "table":
+    if watch and output == "json":
+        click.echo(json.dumps(view))  # JSON Lines: every event, then the settled execution
+    elif not watch or output != "table":
         emit(view, output=output)
     elif view.get("status") == "completed":
         click.echo(json.dumps(view.get("result")))

@@ -116,6 +116,9 @@ def test_invoke_watch_follows_to_the_answer_and_reject_and_cancel_settle(platfor
     assert watched.returncode == 0, watched.stderr
     lines = watched.stdout.splitlines()
     assert lines[0].startswith("execution ") and any(" completed" in line for line in lines)
+    as_lines = run(platform, "invoke", "team-a/loop", "-i", json.dumps(SHOUT), "-w", "-o", "json")
+    parsed = [json.loads(line) for line in as_lines.stdout.splitlines()]
+    assert parsed[-2]["type"] == "completed" and parsed[-1]["result"] == {"results": [{"loud": "OK"}]}
 
     rejected = ok_json(platform, "invoke", "team-a/loop", "-i", json.dumps(TRANSFER), "--wait")
     rejected_id = rejected["execution_id"]
