@@ -74,7 +74,17 @@ class OEClient:
             raise self._unreachable(exc) from None
         if response.status_code >= 400:
             raise error_for(response, what=what)
-        return response.json()
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            # Something else listens there (a wrong port, a proxy's page): say so rather than fail on it.
+            raise CliError(
+                f"{self.server} answered {method} {path} with something that is not the OE's JSON; "
+                "check --server or AGENTENGINE_SERVER"
+            )
+        return body
 
     def _unreachable(self, exc: Exception) -> CliError:
         return CliError(

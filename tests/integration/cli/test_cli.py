@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import Process
+from tests.conftest import Process, free_port
 from tests.exec_credential import exec_user
 from tests.integration.loop.harness import CLIENT_TOKEN, Platform
 from tests.providers.llm_peer import RunningLLMPeer
@@ -223,3 +223,20 @@ def test_shell_completion_and_help_need_no_server() -> None:
     assert helped.returncode == 0 and "--input" in helped.stdout
     usage = subprocess.run([str(SCRIPT), "frobnicate"], capture_output=True, text=True, timeout=30)
     assert usage.returncode == 2 and "No such command" in usage.stderr
+
+
+def test_a_server_that_is_not_the_oe_is_named(tmp_path: Path, spawn: Callable[..., Process]) -> None:
+    (tmp_path / "executions").write_text("<html>a static site</html>")
+    port = free_port()
+    spawn(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        name="not-the-oe",
+    )
+    env = {**os.environ, "AGENTENGINE_SERVER": f"http://127.0.0.1:{port}", "AGENTENGINE_TOKEN": "t"}
+    deadline = time.monotonic() + 10
+    while True:
+        done = subprocess.run([str(SCRIPT), "get", "executions"], env=env, capture_output=True, text=True)
+        if "cannot reach" not in done.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert done.returncode == 1 and "is not the OE's JSON" in done.stderr and "Traceback" not in done.stderr
