@@ -225,6 +225,11 @@ class ToolPodExecuteRequest(Request):
     arguments: dict[str, Any] = Field(default_factory=dict)
     execution_id: str | None = Field(default=None, max_length=256)
     step: OptionalStep | None = None
+    # The execution's user and org, and the OE's memory statement for them: a tenant tool body's
+    # MemoryClient presents it (issue 27). Sent with tool calls only, never with a model call. Never logged.
+    user_id: str | None = Field(default=None, max_length=256)
+    org_id: str | None = Field(default=None, max_length=256)
+    memory_credential: str | None = Field(default=None, max_length=4096, repr=False)
 
 
 class InvokeLLMRequest(Request):

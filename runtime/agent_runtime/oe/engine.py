@@ -499,6 +499,8 @@ class Orchestrator:
                 arguments=forwarded.value(call.args),
                 execution_id=call.execution_id,
                 step=call.step,
+                user_id=record.user_id,
+                org_id=record.org_id,
             )
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
@@ -611,6 +613,8 @@ class Orchestrator:
                 arguments=forwarded.value(args),
                 execution_id=call.execution_id,
                 step=call.step,
+                user_id=record.user_id,
+                org_id=record.org_id,
             )
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})

@@ -187,9 +187,29 @@ class Runtimes:
         return tools if isinstance(tools, list) else None
 
     async def execute_tool(
-        self, reg: AgentRegistration, *, tool: str, arguments: dict[str, Any], execution_id: str, step: int
+        self,
+        reg: AgentRegistration,
+        *,
+        tool: str,
+        arguments: dict[str, Any],
+        execution_id: str,
+        step: int,
+        user_id: str | None = None,
+        org_id: str | None = None,
     ) -> CallOutcome:
-        body = {"tool": tool, "arguments": arguments, "execution_id": execution_id, "step": step}
+        body: dict[str, Any] = {
+            "tool": tool,
+            "arguments": arguments,
+            "execution_id": execution_id,
+            "step": step,
+        }
+        # A tenant tool body in the Tool Pod gets the run's memory statement, as the AER's run does (the
+        # signer's cache hands out the very statement the run has). Model calls get none.
+        memory = reg.statements(
+            "memory", execution_id=execution_id, user_id=user_id, org_id=org_id, ttl_s=MEMORY_TTL_S
+        )
+        if memory:
+            body.update(user_id=user_id, org_id=org_id, memory_credential=memory[0])
         return await self._call(reg, TOOL_EXECUTE_PATH, body, execution_id=execution_id)
 
     async def invoke_llm(self, reg: AgentRegistration, request: InvokeLLMRequest) -> CallOutcome:

@@ -43,8 +43,9 @@ from agent_runtime.protocol import (
     validation_problems,
 )
 from agent_runtime.redaction import Redactor, redacted_error, redactor_for
-from agent_runtime.sdk import PlatformFailure, ToolDefinitionError, ToolSpec
+from agent_runtime.sdk import PlatformFailure, RequestContext, ToolDefinitionError, ToolSpec
 from agent_runtime.sdk.calls import call_scope
+from agent_runtime.sdk.context import run_scope
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, run_tracked
 from agent_runtime.servers.drain import WorkRegistry
@@ -263,7 +264,16 @@ class ToolCallService:
             return to_jsonable_python(
                 await target.connector.execute(call.tool, call.arguments, env=self._secret_env)
             )
-        return await self._run_tenant(target, call.arguments)
+        # A tenant body runs in its execution's context: its MemoryClient presents the OE's memory
+        # statement the call carried (issue 27); it has no OE of its own, so it makes no tool or model call.
+        context = RequestContext(
+            execution_id=call.execution_id or "",
+            user_id=call.user_id,
+            org_id=call.org_id,
+            memory_credential=call.memory_credential,
+        )
+        with run_scope(context, oe=None):
+            return await self._run_tenant(target, call.arguments)
 
     @staticmethod
     async def _run_tenant(spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:
