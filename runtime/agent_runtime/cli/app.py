@@ -8,7 +8,17 @@ from agent_runtime.cli import executions, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Cli(click.Group):
+    """The root group: Ctrl-C (the way to stop a watch) exits 130 quietly, as a shell expects."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(130) from None
+
+
+@click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--server", metavar="URL", help=f"the OE's URL (or ${SERVER_ENV})")
 @click.option("--token", metavar="TOKEN", help=f"bearer token (or ${TOKEN_ENV}; else the kubeconfig user's)")
 @click.option("-n", "--namespace", help="namespace (default: the kubeconfig context's, else default)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -129,6 +130,19 @@ def test_invoke_watch_follows_to_the_answer_and_reject_and_cancel_settle(platfor
     held = run(platform, "invoke", "team-a/loop", "-i", json.dumps(TRANSFER), "--wait")
     assert held.returncode == 0 and "agentengine approve" in held.stderr
     cancel_id = held.stdout.split()[held.stdout.split().index("execution_id") + 1]
+    # Ctrl-C ends a watch quietly (the stream of a suspended execution stays open).
+    base = {**os.environ, "AGENTENGINE_SERVER": platform.oe_url, "AGENTENGINE_TOKEN": CLIENT_TOKEN}
+    watch = subprocess.Popen(
+        [str(SCRIPT), "events", cancel_id, "-w"],
+        env=base,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    watch.send_signal(signal.SIGINT)
+    out, err = watch.communicate(timeout=10)
+    assert "suspended" in out and "Traceback" not in err and watch.returncode == 130, err
     assert ok_json(platform, "cancel", cancel_id)["status"] == "cancelled"
     again = run(platform, "cancel", cancel_id)
     assert again.returncode == 1 and again.stderr.startswith("error: ") and "Traceback" not in again.stderr
