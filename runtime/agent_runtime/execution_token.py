@@ -53,6 +53,9 @@ KEY_GRACE_ENV = contract.OE_KEY_GRACE_ENV
 # statement lives as long as a turn may (the AER has no way back to the OE for a fresh one mid-turn).
 CALL_TTL_S = 60.0
 MEMORY_TTL_S = 3600.0
+# An export statement (a client's read of one user's memory outside an execution): long enough to page
+# through a user's records, short enough that a leaked one is soon worthless.
+EXPORT_TTL_S = 900.0
 # Statements valid longer than this are refused whatever they say (a clock or a key misused).
 MAX_TTL_S = 24 * 3600.0
 _CACHE_LIMIT = 50_000
@@ -163,6 +166,12 @@ def sign(claims: Claims, key: Ed25519PrivateKey, *, kid: str) -> str:
     payload = json.dumps(claims.model_dump(), separators=(",", ":"), sort_keys=True).encode("utf-8")
     head = f"{PREFIX}.{kid}.{_b64(payload)}"
     return f"{head}.{_b64(key.sign(head.encode('ascii')))}"
+
+
+def expires_at(statement: str) -> float:
+    """The `exp` of a statement this process signed itself (pure; nothing is verified: never use it on a
+    statement someone else presented)."""
+    return float(json.loads(_unb64(statement.split(".")[2]))["exp"])
 
 
 def looks_like_statement(credential: bytes | str) -> bool:

@@ -273,6 +273,16 @@ class InvokeRequest(Request):
     org_id: str | None = Field(default=None, max_length=256)
 
 
+class MemoryExportRequest(BaseModel):
+    """`POST /api/v1/projects/{project}/agents/{agent}/memory-export-token`: a read-only memory statement
+    for one user of that Agent, outside any execution. `user_id` defaults to the caller."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str | None = Field(default=None, min_length=1, max_length=256)
+    org_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
 class ReviewDecision(BaseModel):
     """A human's decision on a suspended execution (Decision 5); `args` edits an approved call."""
 

@@ -4,13 +4,17 @@ still cannot name another user; and the OE's export route issues a read-only sta
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_runtime.execution_token import PUBLIC_KEY_FILE_ENV
+from agent_runtime.sdk.memory import MemoryClient, MemoryRequestError
 from tests.conftest import Process
 from tests.integration.loop.harness import AGENT, LOOP_TENANT, RUNTIME_TOKEN, Platform, Tenant
 from tests.integration.memory.launched import MemoryServer, start_memory
@@ -79,3 +83,55 @@ def test_a_tool_pod_tool_uses_its_runs_memory_and_no_other_users(
         direct = http.post("/memory/semantic/search", json={"namespace": "prefs", "user_id": "alice"})
     assert direct.status_code == 403 and direct.json()["error"] == "statement_required"
     assert "aes1." not in platform.outputs() and "aes1." not in memory.process.output()
+
+
+def _export(platform: Platform, body: dict[str, Any], *, agent: str = NAME) -> httpx.Response:
+    with platform.client() as client:
+        return client.post(f"/api/v1/projects/{PROJECT}/agents/{agent}/memory-export-token", json=body)
+
+
+@pytest.mark.timeout(180)
+def test_the_oe_issues_a_read_only_export_statement_for_one_user(
+    memory_platform: tuple[Platform, MemoryServer],
+) -> None:
+    platform, memory = memory_platform
+    _run(platform, "alice", ("remember", {"text": "alice likes tea"}))
+    _run(platform, "bob", ("remember", {"text": "bob likes coffee"}))
+
+    issued = _export(platform, {"user_id": "alice"})
+    assert issued.status_code == 200, issued.text
+    answer = issued.json()
+    assert issued.headers["cache-control"] == "no-store"
+    assert (answer["agent"], answer["user_id"], answer["purpose"]) == (AGENT, "alice", "export")
+    assert answer["header"] == "x-agent-engine-statement"
+    assert time.time() + 60 < answer["expires_at"] <= time.time() + 900
+
+    # An export job holds the Agent's runtime token; the statement says whose memory it may read.
+    client = MemoryClient(memory.base_url, token=RUNTIME_TOKEN, statement=answer["statement"])
+    try:
+        assert [hit.content for hit in client.search_sync(namespace="prefs")] == ["alice likes tea"]
+        with pytest.raises(MemoryRequestError) as other:
+            client.search_sync(namespace="prefs", user_id="bob")
+        assert (other.value.status, other.value.error) == (403, "scope_not_granted")
+        with pytest.raises(MemoryRequestError) as write:
+            client.write_sync("alice likes nothing", namespace="prefs", embed=False)
+        assert (write.value.status, write.value.error) == (403, "read_only_statement")
+    finally:
+        asyncio.run(client.aclose())
+
+    # The statement opens only its Agent's Memory: the OE signs it for this Agent's workspace.
+    with memory.client() as http:
+        listed = http.post(
+            "/memory/semantic/list",
+            json={"namespace": "prefs"},
+            headers={"x-agent-engine-statement": answer["statement"]},
+        )
+    assert [r["content"] for r in listed.json()["results"]] == ["alice likes tea"], listed.text
+
+    # Bad input is a 400 naming the field; an unknown Agent a 404; the static token names a user.
+    missing = _export(platform, {})
+    assert missing.status_code == 400 and missing.json()["detail"][0]["field"] == "user_id"
+    extra = _export(platform, {"user_id": "alice", "scope": "all"})
+    assert extra.status_code == 400 and extra.json()["detail"][0]["field"] == "scope"
+    assert _export(platform, {"user_id": "alice"}, agent="nobody").status_code == 404
+    assert answer["statement"] not in platform.outputs() + memory.process.output()

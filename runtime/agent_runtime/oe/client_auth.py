@@ -48,6 +48,7 @@ ROLE_OF = {
     ("create", "approve"): "agent-engine-reviewer",
     ("create", "cancel"): "agent-engine-invoker",
     ("create", "interrupt"): "agent-engine-invoker",
+    ("create", "memoryexport"): "agent-engine-reviewer",
 }
 
 K = TypeVar("K", bound=Hashable)
@@ -70,6 +71,8 @@ READ = Permission("get", "executions")
 APPROVE = Permission("create", "approve")
 CANCEL = Permission("create", "cancel")
 INTERRUPT = Permission("create", "interrupt")
+# A read-only memory statement for one user of an Agent, outside any execution (a data export).
+MEMORY_EXPORT = Permission("create", "memoryexport")
 
 
 @dataclass(frozen=True)
@@ -106,14 +109,14 @@ def impersonation(kind: Literal["users", "groups"], name: str) -> Attributes:
     return Attributes(verb="impersonate", group="", resource=kind, name=name)
 
 
-RouteKind = Literal["authenticated", "invoke", "list", "execution", "reviews"]
+RouteKind = Literal["authenticated", "invoke", "agent", "list", "execution", "reviews"]
 
 
 @dataclass(frozen=True)
 class RouteNeed:
     """What a client route needs: `execution` routes check `permission` in the execution's namespace (after
-    `get agents/executions`, so an unreadable one is a 404); `invoke` in the Agent's (from the body);
-    `list` and `reviews` filter to readable namespaces."""
+    `get agents/executions`, so an unreadable one is a 404); `invoke` in the Agent's (from the body),
+    `agent` in the Agent's (from the path); `list` and `reviews` filter to readable namespaces."""
 
     kind: RouteKind
     permission: Permission | None = None
@@ -122,6 +125,7 @@ class RouteNeed:
 _EXECUTION = re.compile(r"^/execution/[^/]+(?P<rest>/.*)?$")
 _GATEWAY_RESUME = re.compile(r"^/api/v1/projects/[^/]+/executions/[^/]+/resume$")
 _REVIEWS = re.compile(r"^/api/v1/projects/[^/]+/reviews$")
+_MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export-token$")
 _READ_SUFFIXES = ("", "/audit", "/events", "/drain")
 
 
@@ -136,6 +140,8 @@ def route_need(method: str, path: str) -> RouteNeed | None:
         return RouteNeed("list", READ)
     if method == "GET" and _REVIEWS.match(path):
         return RouteNeed("reviews", READ)
+    if method == "POST" and _MEMORY_EXPORT.match(path):
+        return RouteNeed("agent", MEMORY_EXPORT)
     if method == "POST" and (path.startswith("/resume/") or _GATEWAY_RESUME.match(path)):
         return RouteNeed("execution", APPROVE)
     found = _EXECUTION.match(path)

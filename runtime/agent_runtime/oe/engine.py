@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Literal, Protocol
 
+from agent_runtime.execution_token import EXPORT_TTL_S, expires_at
 from agent_runtime.oe.audit import audit_value, redact_value
 from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
@@ -137,6 +138,25 @@ class Orchestrator:
         )
 
     # client API ---------------------------------------------------------------------------------------
+
+    def memory_export_statement(
+        self, agent: str, *, user_id: str, org_id: str | None
+    ) -> tuple[str, float] | None:
+        """A read-only memory statement (`purpose: export`) for one user of `agent`, and its expiry; None
+        when this OE signs nothing (no key: its runtimes check no statement either). The caller's right to
+        it is the client route's to check."""
+        reg = self.registry.get(agent)
+        if reg is None:
+            raise UnknownAgent(
+                f"no Agent {agent!r} is registered with this Orchestration Engine; check the project and "
+                "the name, and that the Agent is Ready"
+            )
+        statements = reg.statements(
+            "memory", user_id=user_id, org_id=org_id, ttl_s=EXPORT_TTL_S, purpose="export"
+        )
+        if not statements:
+            return None
+        return statements[0], expires_at(statements[0])
 
     async def invoke(self, request: InvokeRequest, *, invoked_by: Identity | None = None) -> ExecutionRecord:
         """Create the execution (pending) and start it on the Agent's AER in the background."""

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 from pydantic.alias_generators import to_camel
 
-from agent_runtime.execution_token import Audience, StatementSigner
+from agent_runtime.execution_token import Audience, Purpose, StatementSigner
 from agent_runtime.oe.policy import ToolPolicy
 
 # A Secret in the OE's namespace carrying one registration under this key, selected by this label.
@@ -103,6 +103,7 @@ class AgentRegistration(BaseModel):
         user_id: str | None = None,
         org_id: str | None = None,
         ttl_s: float | None = None,
+        purpose: Purpose | None = None,
     ) -> tuple[str, ...]:
         """The OE's statements for one call to this Agent's `audience`: signed by the current key, then
         by the previous one while in grace (a runtime whose mounted public key has not changed yet)."""
@@ -115,7 +116,7 @@ class AgentRegistration(BaseModel):
             "execution_id": execution_id,
             "user_id": user_id,
             "org_id": org_id,
-            "purpose": "execution" if execution_id else "control",
+            "purpose": purpose or ("execution" if execution_id else "control"),
             "ttl_s": ttl_s,
         }
         current = self._signer.issue(**claims)

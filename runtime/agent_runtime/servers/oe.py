@@ -27,8 +27,10 @@ from starlette.routing import Route
 
 from agent_runtime.contract import METRICS_PATH
 from agent_runtime.listen import json_edge_problem
+from agent_runtime.memory.scope import STATEMENT_HEADER
 from agent_runtime.oe.client_auth import (
     INVOKE,
+    MEMORY_EXPORT,
     READ,
     Attributes,
     Caller,
@@ -62,6 +64,7 @@ from agent_runtime.protocol import (
     ExecutionState,
     ExecutorCallback,
     InvokeRequest,
+    MemoryExportRequest,
     ToolExecuteRequest,
     ToolResultRequest,
 )
@@ -350,6 +353,54 @@ def build_oe_app(
 
     # client API -----------------------------------------------------------------------------------------
 
+    async def memory_export_token(request: Request) -> Response:
+        """A read-only memory statement for one user of one Agent (a data export, a platform job)."""
+        project_id, name = request.path_params["project_id"], request.path_params["agent"]
+        caller = _caller(request)
+        await require(caller, on_agents(MEMORY_EXPORT, project_id, name))
+        body = await _parse(request, MemoryExportRequest)
+        user_id = body.user_id
+        if caller.static:
+            if user_id is None:  # the development token stands for no user of its own
+                raise HTTPError(
+                    400,
+                    {
+                        "detail": [
+                            {"field": "user_id", "problem": "required with the static token: name the user"}
+                        ]
+                    },
+                )
+        else:
+            # As /invoke: the user is who the token says; naming another takes Kubernetes' impersonate.
+            if user_id is None:
+                user_id = caller.identity.username
+            elif user_id != caller.identity.username:
+                await require(caller, impersonation("users", user_id))
+            if body.org_id is not None:
+                await require(caller, impersonation("groups", body.org_id))
+        issued = engine.memory_export_statement(f"{project_id}/{name}", user_id=user_id, org_id=body.org_id)
+        if issued is None:
+            raise HTTPError(
+                409,
+                {
+                    "error": "statements_disabled",
+                    "detail": "this OE has no signing key (AGENTIC_OE_SIGNING_KEY_FILE), so its Agents' "
+                    "Memory servers check no statement; install the chart's key pair",
+                },
+            )
+        statement, expires = issued
+        answer = {
+            "agent": f"{project_id}/{name}",
+            "user_id": user_id,
+            "org_id": body.org_id,
+            "purpose": "export",
+            "header": STATEMENT_HEADER,
+            "statement": statement,
+            "expires_at": expires,
+        }
+        # A credential: no cache along the way may keep it.
+        return JSONResponse(answer, headers={"cache-control": "no-store"})
+
     async def invoke(request: Request) -> Response:
         body = await _parse(request, InvokeRequest)
         caller = _caller(request)
@@ -505,6 +556,11 @@ def build_oe_app(
             methods=["POST"],
         ),
         Route("/api/v1/projects/{project_id}/reviews", client_guard(reviews), methods=["GET"]),
+        Route(
+            "/api/v1/projects/{project_id}/agents/{agent}/memory-export-token",
+            client_guard(memory_export_token),
+            methods=["POST"],
+        ),
         Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
         Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
         Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),

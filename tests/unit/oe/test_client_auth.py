@@ -10,7 +10,9 @@ from agent_runtime.oe.client_auth import (
     CANCEL,
     INTERRUPT,
     INVOKE,
+    MEMORY_EXPORT,
     READ,
+    ROLE_OF,
     Attributes,
     RouteNeed,
     TTLCache,
@@ -45,6 +47,11 @@ pytestmark = pytest.mark.unit
         ("POST", "/resume/abc", RouteNeed("execution", APPROVE)),
         ("POST", "/api/v1/projects/team-a/executions/abc/resume", RouteNeed("execution", APPROVE)),
         ("GET", "/api/v1/projects/team-a/reviews", RouteNeed("reviews", READ)),
+        (
+            "POST",
+            "/api/v1/projects/team-a/agents/loop/memory-export-token",
+            RouteNeed("agent", MEMORY_EXPORT),
+        ),
     ],
 )
 def test_each_client_route_needs_one_verb(method: str, path: str, need: RouteNeed) -> None:
@@ -59,10 +66,28 @@ def test_each_client_route_needs_one_verb(method: str, path: str, need: RouteNee
         ("DELETE", "/execution/abc"),
         ("GET", "/execution/abc/interrupts/x"),
         ("GET", "/somewhere-new"),
+        ("GET", "/api/v1/projects/team-a/agents/loop/memory-export-token"),  # only POST issues one
+        ("POST", "/api/v1/projects/team-a/agents/loop/memory-export-token/x"),
     ],
 )
 def test_a_route_the_table_does_not_know_needs_something_no_one_has(method: str, path: str) -> None:
     assert route_need(method, path) is None
+
+
+def test_a_memory_export_is_its_own_verb_held_by_the_reviewer_role() -> None:
+    """Issue 27: reading a user's memory outside an execution is `create agents/memoryexport`, in the
+    Agent's namespace on that Agent, and the 403 names the chart role that grants it."""
+    attrs = on_agents(MEMORY_EXPORT, "team-a", "loop")
+    assert attrs.spec() == {
+        "verb": "create",
+        "group": "agentengine.io",
+        "resource": "agents",
+        "subresource": "memoryexport",
+        "namespace": "team-a",
+        "name": "loop",
+    }
+    assert ROLE_OF[("create", "memoryexport")] == "agent-engine-reviewer"
+    assert "agent-engine-reviewer" in str(forbidden_body(Identity(username="bob"), attrs))
 
 
 def test_a_403_names_verb_resource_namespace_and_the_rule_that_grants_it() -> None:
