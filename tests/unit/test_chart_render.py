@@ -390,7 +390,7 @@ def test_the_client_cluster_roles_hold_the_oe_verbs_and_aggregate_into_view_edit
     expected = {
         "viewer": ({"agents/executions"}, "view"),
         "invoker": ({"agents/invoke", "agents/cancel", "agents/interrupt", "agents/executions"}, "edit"),
-        "reviewer": ({"agents/approve", "agents/executions"}, "admin"),
+        "reviewer": ({"agents/approve", "agents/memoryexport", "agents/executions"}, "admin"),
     }
     for role, (resources, into) in expected.items():
         found = one(docs, "ClusterRole", f"agent-engine-{role}")
