@@ -398,15 +398,24 @@ def helm() -> Path:
     return path
 
 
-def test_the_chart_hands_its_agent_values_to_the_operator(helm: Path) -> None:
-    """helm template, then the operator's own settings parser on the operator Deployment's env."""
+def test_the_chart_hands_its_agent_values_to_the_operator(helm: Path, tmp_path: Path) -> None:
+    """helm template, then the operator's own settings parser on the operator Deployment's env (the OE's
+    public key read from the chart's ConfigMap, written where a pod would have it mounted)."""
     values = {"agents__resources__tool__limits__memory": "2Gi", "agents__allowMetadataAddresses": "true"}
     docs = chart.render(helm, **values)
     (operator,) = (
         d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-operator")
     )
     container = operator["spec"]["template"]["spec"]["containers"][0]
-    settings = OperatorSettings.from_env({e["name"]: e.get("value", "") for e in container["env"]}).render
+    env = {e["name"]: e.get("value", "") for e in container["env"]}
+    (public_key,) = (
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-oe-public-key")
+    )
+    key_file = tmp_path / Path(env["AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"]).name
+    key_file.write_text(next(iter(public_key["data"].values())), encoding="utf-8")
+    env["AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"] = str(key_file)
+    settings = OperatorSettings.from_env(env).render
+    assert settings.oe_public_key.startswith("-----BEGIN PUBLIC KEY-----")
     assert settings.default_resources["tool"]["limits"] == {"cpu": "1", "memory": "2Gi"}
     assert settings.default_resources["aer"] == RenderSettings().default_resources["aer"]
     assert settings.allow_metadata_addresses is True
