@@ -530,3 +530,38 @@ def test_an_oidc_user_bound_by_a_group_claim_invokes_and_approves(world: World) 
             response = http.get("/executions")
         assert response.status_code == 401, response.text
         assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_a_memory_export_statement_takes_the_reviewer_role_and_impersonation_for_another_user(
+    world: World,
+) -> None:
+    """Issue 27: `create agents/memoryexport` (the chart's reviewer role, aggregated into admin) issues a
+    read-only memory statement for the caller; naming another user takes `impersonate users`."""
+    a, b = world.ns_a, world.ns_b
+
+    def export(who: str, ns: str, body: dict[str, Any]) -> httpx.Response:
+        with world.http(who) as http:
+            return http.post(f"/api/v1/projects/{ns}/agents/loop/memory-export-token", json=body)
+
+    # carol is admin in B: her own memory's statement, user_id defaulting to her.
+    response = export("carol", b, {})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert (answer["user_id"], answer["purpose"]) == (world.user("carol"), "export")
+    assert answer["statement"].startswith("aes1.")
+    # ... not another user's without impersonate, nor in a namespace she has no role in (A).
+    response = export("carol", b, {"user_id": "mallory"})
+    assert response.status_code == 403 and response.json()["details"]["resource"] == "users"
+    assert export("carol", a, {}).status_code == 403
+    # alice (edit in A: invoker) and bob (view in A) may not export: a 403 naming the reviewer role.
+    for who in ("alice", "bob"):
+        response = export(who, a, {})
+        assert response.status_code == 403, (who, response.text)
+        details = response.json()["details"]
+        assert (details["verb"], details["resource"], details["namespace"]) == (
+            "create",
+            "agents/memoryexport",
+            a,
+        )
+        assert details["grantedBy"]["clusterRole"] == "agent-engine-reviewer"
+    assert answer["statement"] not in world.oe.outputs()
