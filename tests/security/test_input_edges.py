@@ -38,6 +38,7 @@ from agent_runtime.protocol import (
     InterruptCallRequest,
     InvokeLLMRequest,
     InvokeRequest,
+    MemoryExportRequest,
     ReviewDecision,
     ToolExecuteRequest,
     ToolPodExecuteRequest,
@@ -455,6 +456,10 @@ def test_fuzz_the_oe_client_and_runtime_apis_find_no_500(platform: Platform, exe
                 ("/invoke", _body_of(InvokeRequest)),
                 (f"/api/v1/projects/{PROJECT}/executions/{execution_id}/resume", _body_of(ReviewDecision)),
                 (f"/resume/{execution_id}", _body_of(WrappedResume)),
+                (
+                    f"/api/v1/projects/{PROJECT}/agents/{AGENT.split('/')[1]}/memory-export-token",
+                    _body_of(MemoryExportRequest),
+                ),
             ],
         )
 
