@@ -135,3 +135,14 @@ def test_the_oe_issues_a_read_only_export_statement_for_one_user(
     assert extra.status_code == 400 and extra.json()["detail"][0]["field"] == "scope"
     assert _export(platform, {"user_id": "alice"}, agent="nobody").status_code == 404
     assert answer["statement"] not in platform.outputs() + memory.process.output()
+
+
+@pytest.mark.timeout(120)
+def test_an_oe_without_a_signing_key_says_so_instead_of_issuing_nothing(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
+) -> None:
+    platform = Platform(
+        tmp=tmp_path, spawn=spawn, llm_base_url=llm_peer.base_url, provider_url=provider_url, oe_keys=False
+    ).start()
+    response = _export(platform, {"user_id": "alice"})
+    assert response.status_code == 409 and response.json()["error"] == "statements_disabled", response.text
