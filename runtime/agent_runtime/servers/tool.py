@@ -88,7 +88,9 @@ class ExecuteEndpoint:
                 route=EXECUTE_PATH,
                 execution_id=call.execution_id,
                 step=call.step,
-                body=body,
+                # The call, not its credential: an OE that restarted signs the run a new memory statement,
+                # and a resent call must still be recognised as the same call (no side effect twice).
+                body=call.model_dump_json(exclude={"memory_credential"}).encode(),
                 run=lambda: self._service.execute(call),
             )
         await _send_json(send, 200, _response_json(outcome))
