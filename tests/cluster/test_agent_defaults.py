@@ -50,17 +50,32 @@ def test_pods_are_burstable_and_several_pods_get_a_budget_evictions_honour(
     assert budget is not None and budget["spec"]["maxUnavailable"] == 1
     assert budget["metadata"]["ownerReferences"][0]["kind"] == "Agent"
     assert api.get("poddisruptionbudgets", "bot-tool") is None  # one replica: no budget
-    wait_for(
-        "the disruption controller to count both AER pods",
-        lambda: (
-            ((api.get("poddisruptionbudgets", "bot-aer") or {}).get("status") or {}).get("currentHealthy")
-            == 2
-        ),
-    )
-    # A node drain evicts one AER pod; the second waits (429) until the first's replacement is ready.
-    first, second = (p["metadata"]["name"] for p in _pods(api, "aer"))
-    assert _evict(api, first) == 201
-    assert _evict(api, second) == 429
+
+    # Settled: exactly the two AER pods, both Ready and none going (a rollout's older pod is not counted by
+    # the budget, and an unhealthy pod may always be evicted), and the budget allowing one disruption.
+    def settled() -> bool:
+        status = (api.get("poddisruptionbudgets", "bot-aer") or {}).get("status") or {}
+        pods = _pods(api, "aer")
+        ready = [
+            p
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in (p.get("status") or {}).get("conditions", [])
+            )
+        ]
+        return (
+            len(pods) == len(ready) == 2
+            and status.get("currentHealthy") == 2
+            and status.get("disruptionsAllowed") == 1
+        )
+
+    wait_for("two Ready AER pods the budget counts", settled)
+    # The budget is the disruption controller's: it allows one of the two pods to go (disruptionsAllowed 1
+    # above, 2 without a budget) and an eviction goes through it. Whether a second eviction is refused
+    # depends on timing here: a KWOK replacement is Ready at once, and then the budget rightly allows it.
+    assert _evict(api, _pods(api, "aer")[0]["metadata"]["name"]) == 201
 
     # A hand-deleted budget comes back (its watch); back to one replica, it goes.
     start = time.monotonic()
