@@ -117,3 +117,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(scope="module")
+def module_spawn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Process]]:
+    """`spawn` for a whole module: every process is stopped at its end, its output shown if a test failed."""
+    logs = tmp_path_factory.mktemp("logs")
+    started: list[Process] = []
+
+    def spawn(argv: list[str], *, env: dict[str, str] | None = None, name: str = "", **_: object) -> Process:
+        log_path = Path(tempfile.mkstemp(prefix=f"{name or 'proc'}-", suffix=".log", dir=logs)[1])
+        with log_path.open("wb") as log:
+            popen = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        proc = Process(argv=argv, popen=popen, log_path=log_path, name=name)
+        started.append(proc)
+        return proc
+
+    yield spawn
+    for proc in started:
+        with contextlib.suppress(Exception):
+            proc.stop(timeout=5)

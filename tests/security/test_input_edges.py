@@ -12,7 +12,6 @@ import contextlib
 import json
 import socket
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,37 +73,13 @@ class EdgePlatform(Platform):
 
 
 @pytest.fixture(scope="module")
-def spawner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Process]]:
-    """Processes for the whole module (one platform, one Memory server), stopped at its end."""
-    logs = tmp_path_factory.mktemp("logs")
-    started: list[Process] = []
-
-    def spawn(argv: list[str], *, env: dict[str, str] | None = None, name: str = "") -> Process:
-        log_path = logs / f"{name or 'proc'}-{len(started)}.log"
-        with log_path.open("wb") as log:
-            popen = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        process = Process(argv=argv, popen=popen, log_path=log_path, name=name)
-        started.append(process)
-        return process
-
-    yield spawn
-    for process in started:
-        process.stop(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory, spawner: Callable[..., Process]) -> Iterator[Platform]:
+def platform(
+    tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process]
+) -> Iterator[Platform]:
     with running_llm_peer(api_key=LLM_KEY) as peer, running_echo_provider() as provider:
         yield EdgePlatform(
             tmp=tmp_path_factory.mktemp("platform"),
-            spawn=spawner,
+            spawn=module_spawn,
             llm_base_url=peer.base_url,
             provider_url=provider.url,
         ).start()
@@ -116,9 +91,9 @@ def memory_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def memory(memory_dir: Path, spawner: Callable[..., Process]) -> MemoryServer:
+def memory(memory_dir: Path, module_spawn: Callable[..., Process]) -> MemoryServer:
     extra = {"BODY_TIMEOUT_S": str(BODY_TIMEOUT_S), "PYTHONPATH": f"{REPO_ROOT / 'runtime'}:{REPO_ROOT}"}
-    return start_memory(spawner, memory_dir, app_id=APP_ID, extra=extra)
+    return start_memory(module_spawn, memory_dir, app_id=APP_ID, extra=extra)
 
 
 @pytest.fixture(scope="module")
