@@ -31,7 +31,7 @@ run: venv cluster-bins
 	$(PY) -m tests.local_platform $(RUN_ARGS)
 
 # Every tier this machine can run: unit, integration, crash, cluster (e2e needs Docker: make e2e-kind).
-test: lint cluster-bins node-bins images ferretdb-bin peers
+test: lint cluster-bins node-bins images ferretdb-bin observability-bins peers
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv
@@ -67,6 +67,12 @@ images:
 # ~/.cache/agent-engine (a no-op once there).
 ferretdb-bin:
 	bash tests/integration/build_ferretdb.sh
+
+# Jaeger (all-in-one: OTLP in, query API out) and promtool for the observability tests (tests/integration/
+# jaeger.py, the chart's PrometheusRule), built with go and cached in ~/.cache/agent-engine (a no-op once there).
+.PHONY: observability-bins
+observability-bins:
+	bash tests/integration/build_observability_bins.sh
 
 # PostgreSQL, MariaDB and Dovecot from Debian's packages for the built-in connector tests (installed when
 # missing; the tests start private instances on loopback).
