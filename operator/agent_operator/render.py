@@ -30,6 +30,13 @@ from agent_operator.shared import (
     service_account_name,
 )
 from agent_runtime import contract
+from agent_runtime.component_env import (
+    ComponentInputs,
+    MemoryStoreSettings,
+    ModelSettings,
+    as_kubernetes,
+    component_env,
+)
 
 MANAGED_BY = "agent-engine-operator"
 AGENT_LABEL = "agentengine.io/agent"
@@ -46,7 +53,6 @@ MODES = {
     "memory": contract.RunnerMode.MEMORY,
 }
 MEMORY_DATA_DIR = "/var/lib/agent-engine/memory"
-MEMORY_URL_ENV = "AGENTIC_MEMORY_URL"
 OE_URL_ENV = "AGENTIC_OE_URL"
 
 
@@ -317,64 +323,32 @@ def _topology_spread(agent: Agent, component: str) -> list[dict[str, Any]]:
     ]
 
 
-def _platform_env(agent: Agent, component: str, settings: RenderSettings) -> list[dict[str, Any]]:
-    env = [
-        {"name": contract.RUNNER_MODE_ENV, "value": MODES[component].value},
-        {"name": contract.TOKEN_FILE_ENV, "value": contract.TOKEN_FILE_PATH},
-        *(
-            [{"name": contract.OE_PUBLIC_KEY_FILE_ENV, "value": contract.OE_PUBLIC_KEY_PATH}]
-            if settings.oe_public_key
-            else []
-        ),
-        {"name": contract.STRUCTURED_LOGGING_ENV, "value": "true"},
-        {"name": contract.APP_ID_ENV, "value": app_id(agent)},
-    ]
-    if component in ("aer", "tool"):
-        env += [
-            {"name": contract.ENTRYPOINT_ENV, "value": agent.spec.entrypoint},
-            {"name": contract.BUNDLE_PATH_ENV, "value": contract.BUNDLE_INDEX_PATH},
-            # Each answer names this pod's own address, so the OE drains and interrupts it directly
-            # rather than through the Service, which may pick another replica (Decision 8). apiVersion is
-            # what the API server would default it to: rendered as stored, it is never seen as drift.
-            {
-                "name": contract.POD_IP_ENV,
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
-            },
-        ]
-    if component == "aer":
-        env.append({"name": OE_URL_ENV, "value": settings.oe_url})
-        env.append({"name": contract.REQUIRE_PROJECT_SCOPED_DB_ENV, "value": "true"})
-    env += _llm_env(agent, component)
-    if component in ("aer", "tool") and agent.spec.components.memory.enabled:
-        port = contract.PORTS[contract.RunnerMode.MEMORY]
-        env.append(
-            {"name": MEMORY_URL_ENV, "value": f"http://{component_name(agent.meta.name, 'memory')}:{port}"}
-        )
-    if component == "memory":
-        store = agent.spec.components.memory.store
-        env.append({"name": "MEMORY_STORE_TYPE", "value": store.type})
-        if store.type == "sqlite":
-            env.append({"name": "MEMORY_SQLITE_PATH", "value": f"{MEMORY_DATA_DIR}/memory.db"})
-        if store.database:
-            env.append({"name": "MEMORY_MONGODB_DATABASE", "value": store.database})
-    return env
-
-
-def _llm_env(agent: Agent, component: str) -> list[dict[str, Any]]:
-    """Where the model is: both runtimes build the model object, only the Tool Pod holds its key."""
+def component_inputs(agent: Agent, settings: RenderSettings, *, bundle_digest: str) -> ComponentInputs:
+    """The Agent's side of its components' environment, with the pod's mount paths."""
     llm = agent.spec.llm
-    env: list[dict[str, Any]] = []
-    if component not in ("aer", "tool") or not llm.base_url:
-        return env
-    env.append({"name": contract.LLM_BASE_URL_ENV, "value": llm.base_url})
-    if llm.model:
-        env.append({"name": contract.LLM_MODEL_ENV, "value": llm.model})
-    if (key_env := llm.key_env()) is not None:
-        env.append({"name": contract.LLM_API_KEY_ENV_ENV, "value": key_env})
-    if component == "tool" and llm.credentials:
-        names = ",".join(c.name for c in llm.credentials)
-        env.append({"name": contract.LLM_CREDENTIAL_NAMES_ENV, "value": names})
-    return env
+    memory = agent.spec.components.memory
+    port = contract.PORTS[contract.RunnerMode.MEMORY]
+    return ComponentInputs(
+        app_id=app_id(agent),
+        entrypoint=agent.spec.entrypoint,
+        oe_url=settings.oe_url,
+        oe_public_key_file=contract.OE_PUBLIC_KEY_PATH if settings.oe_public_key else None,
+        bundle_digest=bundle_digest,
+        model=ModelSettings(
+            base_url=llm.base_url,
+            model=llm.model,
+            key_env=llm.key_env(),
+            credential_names=tuple(c.name for c in llm.credentials),
+        )
+        if llm.base_url
+        else None,
+        memory_url=f"http://{component_name(agent.meta.name, 'memory')}:{port}" if memory.enabled else None,
+        memory_store=MemoryStoreSettings(
+            type=memory.store.type,
+            sqlite_path=f"{MEMORY_DATA_DIR}/memory.db",
+            database=memory.store.database,
+        ),
+    )
 
 
 def _container_env(
@@ -386,9 +360,8 @@ def _container_env(
     bundle_digest: str,
     plain_env: Sequence[tuple[str, str]] = (),
 ) -> list[dict[str, Any]]:
-    env = _platform_env(agent, component, settings)
-    if component in ("aer", "tool"):  # the runtime refuses a mounted bundle with another digest
-        env.append({"name": contract.BUNDLE_DIGEST_ENV, "value": bundle_digest})
+    inputs = component_inputs(agent, settings, bundle_digest=bundle_digest)
+    env: list[dict[str, Any]] = as_kubernetes(component_env(MODES[component], inputs))
     env += [{"name": e.name, "value": e.value} for e in component_spec(agent, component).env]
     env += [{"name": env_name, "value": value} for env_name, value in plain_env]
     env += [
