@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agent_runtime.cli import executions, reviews
+from agent_runtime.cli import completion, connectors, executions, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 
 
@@ -46,9 +46,12 @@ for command in (
     executions.audit,
     executions.cancel,
     executions.events,
+    executions.interrupt,
     reviews.reviews,
     reviews.approve,
     reviews.reject,
+    connectors.connectors,
+    completion.completion,
 ):
     cli.add_command(command)
 

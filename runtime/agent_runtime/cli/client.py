@@ -150,6 +150,18 @@ class OEClient:
         path = f"/execution/{execution_id}/cancel"
         return dict(self._send("POST", path, what=f"execution {execution_id}"))
 
+    def interrupt(self, execution_id: str, *, step: int) -> dict[str, Any]:
+        path = f"/execution/{execution_id}/interrupt"
+        return dict(self._send("POST", path, json={"step": step}, what=f"execution {execution_id}"))
+
+    def connector_types(self) -> dict[str, Any]:
+        return dict(self._send("GET", "/connector-types", what="connector types"))
+
+    def test_connector(self, *, agent: str, connector: str) -> dict[str, Any]:
+        namespace, name = agent.split("/", 1)
+        path = f"/api/v1/projects/{namespace}/agents/{name}/connectors/{connector}/test"
+        return dict(self._send("POST", path, what=f"connector {connector} of agent {agent}"))
+
     def events(
         self, execution_id: str, *, after: int = 0, idle_timeout: float | None = None
     ) -> Iterator[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from agent_runtime.cli.errors import USAGE, CliError
+from agent_runtime.cli.follow import Renderer
 from agent_runtime.cli.output import emit, output_option
 from agent_runtime.cli.session import open_client
 
@@ -35,8 +36,13 @@ AUDIT_COLUMNS = (
 )
 
 
-def parse_input(raw: str | None) -> Any:
-    """`--input`: JSON text, `@file` holding JSON, or `@-` (stdin); a clear usage error otherwise."""
+def parse_input(raw: str | None, *, text: str | None = None) -> Any:
+    """`--input`: JSON text, `@file` holding JSON, or `@-` (stdin); `--text T` is `{"text": T}`; a clear
+    usage error otherwise (and when both are given)."""
+    if text is not None:
+        if raw is not None:
+            raise CliError("give --input or --text, not both", exit_code=USAGE)
+        return {"text": text}
     if raw is None:
         return {}
     text = raw
@@ -65,24 +71,21 @@ def agent_ref(agent: str, namespace: str) -> str:
     return agent if "/" in agent else f"{namespace}/{agent}"
 
 
-def event_line(event: dict[str, Any]) -> str:
-    """One event for people: seq, type, step and the short form of its data."""
-    step = f" step {event['step']}" if event.get("step") is not None else ""
-    data = event.get("data") or {}
-    shown = json.dumps(data, separators=(",", ":")) if data else ""
-    if len(shown) > 160:
-        shown = shown[:157] + "..."
-    return f"{event.get('seq', ''):>4} {event.get('type', '')}{step} {shown}".rstrip()
-
-
 def _follow(client: Any, execution_id: str, *, output: str, stop_at_suspended: bool) -> str | None:
     """Print events as they come; the last event's type (a final one, or `suspended` when asked to stop)."""
     last = None
-    for event in client.events(execution_id):
-        last = event.get("type")
-        click.echo(json.dumps(event) if output == "json" else event_line(event))
-        if last in FINAL or (stop_at_suspended and last == "suspended"):
-            break
+    renderer = Renderer()
+    try:
+        for event in client.events(execution_id):
+            last = event.get("type")
+            if output == "json":
+                click.echo(json.dumps(event))
+            else:
+                click.echo(renderer.feed(event), nl=False)
+            if last in FINAL or (stop_at_suspended and last == "suspended"):
+                break
+    finally:
+        click.echo(renderer.close(), nl=False)
     return last
 
 
@@ -116,22 +119,32 @@ def error_text(view: dict[str, Any]) -> str:
 @click.option(
     "-i", "--input", "raw_input", metavar="JSON|@FILE", help="the agent's input (JSON, @file or @- for stdin)"
 )
+@click.option("--text", metavar="TEXT", help="shorthand for --input '{\"text\": TEXT}'")
 @click.option("--session", "session_id", help="session id (the agent's conversation)")
 @click.option("--wait", is_flag=True, help="wait until the execution completes, fails or is held for review")
-@click.option("-w", "--watch", is_flag=True, help="follow the execution's events until it settles")
+@click.option(
+    "-f",
+    "--follow",
+    "-w",
+    "--watch",
+    "watch",
+    is_flag=True,
+    help="follow each step (its route, cached or not, the model's text) until it settles",
+)
 @output_option
 @click.pass_context
 def invoke(
     ctx: click.Context,
     agent: str,
     raw_input: str | None,
+    text: str | None,
     session_id: str | None,
     wait: bool,
     watch: bool,
     output: str,
 ) -> None:
-    """Invoke AGENT (NAME or NAMESPACE/NAME) with --input."""
-    value = parse_input(raw_input)
+    """Invoke AGENT (NAME or NAMESPACE/NAME) with --input or --text."""
+    value = parse_input(raw_input, text=text)
     client, where = open_client(ctx)
     with client:
         started = client.invoke(agent=agent_ref(agent, where.namespace), input=value, session_id=session_id)
@@ -237,5 +250,24 @@ def events(ctx: click.Context, execution_id: str, watch: bool, after: int, outpu
     client, _ = open_client(ctx)
     with client:
         # Without -w: what the OE sends at once (every stored event), then stop once it falls quiet.
-        for event in client.events(execution_id, after=after, idle_timeout=None if watch else 1.0):
-            click.echo(json.dumps(event) if output == "json" else event_line(event))
+        renderer = Renderer()
+        try:
+            for event in client.events(execution_id, after=after, idle_timeout=None if watch else 1.0):
+                if output == "json":
+                    click.echo(json.dumps(event))
+                else:
+                    click.echo(renderer.feed(event), nl=False)
+        finally:
+            click.echo(renderer.close(), nl=False)
+
+
+@click.command()
+@click.argument("execution_id")
+@click.argument("step", type=click.IntRange(1))
+@output_option
+@click.pass_context
+def interrupt(ctx: click.Context, execution_id: str, step: int, output: str) -> None:
+    """Interrupt the call at STEP of a running execution (the agent sees it fail as interrupted)."""
+    client, _ = open_client(ctx)
+    with client:
+        emit(client.interrupt(execution_id, step=step), output=output)

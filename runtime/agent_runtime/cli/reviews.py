@@ -24,19 +24,19 @@ REVIEW_COLUMNS = (
 
 
 def parse_args(raw: str | None) -> dict[str, Any] | None:
-    """`--edit-args`: a JSON object replacing the held call's arguments."""
+    """`--args`: a JSON object replacing the held call's arguments."""
     if raw is None:
         return None
     try:
         value = json.loads(raw)
     except ValueError as exc:
         raise CliError(
-            f"--edit-args is not JSON ({exc.msg}); give the call's new arguments as an object, "
-            "e.g. --edit-args '{\"amount\": 7}'",
+            f"--args is not JSON ({exc.msg}); give the call's new arguments as an object, "
+            "e.g. --args '{\"amount\": 7}'",
             exit_code=USAGE,
         ) from None
     if not isinstance(value, dict):
-        raise CliError("--edit-args must be a JSON object (the held call's arguments)", exit_code=USAGE)
+        raise CliError("--args must be a JSON object (the held call's arguments)", exit_code=USAGE)
     return value
 
 
@@ -66,19 +66,50 @@ def reviews(ctx: click.Context, all_namespaces: bool, limit: int, output: str) -
     emit(page, output=output, rows=page.get("items", []), columns=REVIEW_COLUMNS)
 
 
+def held_args(view: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a suspended execution's held call asks to run with; an error when none is held."""
+    suspension = view.get("suspension")
+    if view.get("status") != "suspended" or not isinstance(suspension, dict):
+        raise CliError(
+            f"execution {view.get('execution_id')} is {view.get('status')}, not suspended: nothing to edit "
+            "(see agentengine reviews)"
+        )
+    if suspension.get("kind") != "approval_required":
+        raise CliError(
+            f"execution {view.get('execution_id')} is held by the agent ({suspension.get('kind')}), not by a "
+            "tool call: there are no arguments to edit; approve or reject it without --edit"
+        )
+    args = suspension.get("args")
+    return dict(args) if isinstance(args, dict) else {}
+
+
 @click.command()
 @click.argument("execution_id")
 @click.option("--notes", help="the reviewer's notes (kept in the audit)")
-@click.option("--edit-args", "edit_args", metavar="JSON", help="run the held call with these arguments")
+@click.option(
+    "--args", "--edit-args", "edit_args", metavar="JSON", help="run the held call with these arguments"
+)
+@click.option("--edit", is_flag=True, help="edit the held call's arguments in $EDITOR first")
 @output_option
 @click.pass_context
 def approve(
-    ctx: click.Context, execution_id: str, notes: str | None, edit_args: str | None, output: str
+    ctx: click.Context,
+    execution_id: str,
+    notes: str | None,
+    edit_args: str | None,
+    edit: bool,
+    output: str,
 ) -> None:
     """Approve a held execution (optionally with edited arguments)."""
+    if edit and edit_args is not None:
+        raise CliError("give --args or --edit, not both", exit_code=USAGE)
     args = parse_args(edit_args)
     client, _ = open_client(ctx)
     with client:
+        if edit:
+            from agent_runtime.cli.editing import edit_held_args
+
+            args = edit_held_args(held_args(client.execution(execution_id)))
         emit(client.resume(execution_id, decision="approved", notes=notes, args=args), output=output)
 
 

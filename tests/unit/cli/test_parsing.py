@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.cli.errors import CliError
-from agent_runtime.cli.executions import agent_ref, event_line, parse_input
+from agent_runtime.cli.executions import agent_ref, parse_input
+from agent_runtime.cli.follow import Renderer, describe
 from agent_runtime.cli.output import cell
 from agent_runtime.cli.reviews import newest_first, parse_args
 
@@ -41,10 +42,16 @@ def test_agent_references() -> None:
             agent_ref(bad, "team-a")
 
 
-def test_event_lines_and_cells() -> None:
-    line = event_line({"seq": 3, "type": "step_started", "step": 1, "data": {"tool": "shout"}})
-    assert line == '   3 step_started step 1 {"tool":"shout"}'
-    assert event_line({"seq": 5, "type": "completed", "data": {}}) == "   5 completed"
+def test_event_lines_name_the_route_and_the_cache_and_cells() -> None:
+    started = {"seq": 3, "type": "step_started", "step": 1, "data": {"tool": "shout", "route": "tool_pod"}}
+    assert describe(started) == "   3 step_started step 1 shout via tool_pod"
+    replayed = {"tool": "shout", "status": "success", "from_cache": True}
+    assert describe({"seq": 4, "type": "step_finished", "step": 1, "data": replayed}).endswith(
+        "shout success (cached)"
+    )
+    fresh = {"seq": 4, "type": "step_finished", "step": 1, "data": {**replayed, "from_cache": False}}
+    assert "cached" not in describe(fresh)
+    assert describe({"seq": 5, "type": "completed", "data": {}}) == "   5 completed"
     assert cell(None) == "" and cell(3) == "3"
     assert cell({"k": "v" * 100}).endswith("...") and len(cell({"k": "v" * 100})) == 60
     assert cell({"k": "v" * 100}, width=None) == '{"k":"' + "v" * 100 + '"}'
@@ -57,3 +64,16 @@ def test_reviews_of_several_namespaces_newest_first() -> None:
     ]
     assert [item["execution_id"] for item in newest_first(pages, limit=5)] == ["b", "a"]
     assert [item["execution_id"] for item in newest_first(pages, limit=1)] == ["b"]
+
+
+def test_model_deltas_stream_on_one_line_and_the_next_event_starts_a_new_one() -> None:
+    renderer = Renderer()
+    written = [
+        renderer.feed({"seq": 1, "type": "llm_delta", "step": 1, "data": {"text": "Hel"}}),
+        renderer.feed({"seq": 2, "type": "llm_delta", "step": 1, "data": {"text": "lo"}}),
+        renderer.feed({"seq": 3, "type": "completed", "data": {}}),
+        renderer.close(),
+    ]
+    assert "".join(written) == "   1 model: Hello\n   3 completed\n"
+    assert renderer.feed({"seq": 4, "type": "llm_delta", "data": {"text": "x"}}) == "   4 model: x"
+    assert renderer.close() == "\n" and renderer.close() == ""
