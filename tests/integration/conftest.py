@@ -1,4 +1,4 @@
-"""Fixtures shared by the integration tier: one FerretDB for the whole session."""
+"""Fixtures shared by the integration tier: one FerretDB and one PostgreSQL for the whole session."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.ferretdb import FerretDBUnavailable, running_ferretdb
+from tests.integration.postgres import RunningPostgres, running_postgres
+from tests.peers.servers import PeerUnavailable
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +22,13 @@ def ferretdb_uri() -> Iterator[str]:
             yield uri
     except FerretDBUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def oe_postgres() -> Iterator[RunningPostgres]:
+    """A PostgreSQL (Debian's package) on 127.0.0.1 for the whole session; tests take a database each."""
+    try:
+        with running_postgres() as server:
+            yield server
+    except PeerUnavailable as exc:
+        pytest.fail(f"{exc} (make test runs it)", pytrace=False)

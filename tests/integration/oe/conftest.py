@@ -1,4 +1,5 @@
-"""Store fixtures: every backend behind one `backend` fixture, FerretDB started once per session."""
+"""Store fixtures: every backend behind one `backend` fixture, FerretDB and PostgreSQL started once per
+session."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.oe.store import MongoStore, SqliteStore, Store
+from agent_runtime.oe.store import MongoStore, PostgresStore, SqliteStore, Store
 from tests.integration.stores import Backend
 
 
-@pytest.fixture(params=["sqlite", "mongodb"])
+@pytest.fixture(params=["sqlite", "mongodb", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend[Store]:
     if request.param == "sqlite":
         path = tmp_path / "state" / "oe.db"  # a parent directory the store must create
         return Backend("sqlite", lambda: SqliteStore(path))
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("oe_postgres").new_database()
+        return Backend("postgres", lambda: PostgresStore(dsn))
     uri = request.getfixturevalue("ferretdb_uri")
     database = f"oe_{uuid.uuid4().hex}"
     return Backend("mongodb", lambda: MongoStore(uri, database))

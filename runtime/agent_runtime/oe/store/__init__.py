@@ -1,4 +1,4 @@
-"""The OE's durable store: the `Store` interface, its records, the SQLite and MongoDB backends."""
+"""The OE's durable store: the `Store` interface, its records, the SQLite, MongoDB and PostgreSQL backends."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from agent_runtime.oe.store.deliveries import (
     interrupt_key,
 )
 from agent_runtime.oe.store.mongo import MongoStore
+from agent_runtime.oe.store.postgres import PostgresStore
 from agent_runtime.oe.store.sqlite import SqliteStore
+from agent_runtime.oe.store.unavailable import StoreUnavailable
 
 __all__ = [
     "AuditRecord",
@@ -33,28 +35,38 @@ __all__ = [
     "ExecutionRecord",
     "MongoStore",
     "Page",
+    "PostgresStore",
     "Review",
     "ServedRuntime",
     "SqliteStore",
     "StepRecord",
     "StepState",
     "Store",
+    "StoreUnavailable",
     "drain_key",
     "interrupt_key",
     "open_store",
 ]
 
-STORE_TYPES = ("sqlite", "mongodb")
+STORE_TYPES = ("sqlite", "mongodb", "postgres")
 # MongoDB's own rule for database names (and FerretDB's, which is stricter on length).
 _DATABASE_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 
 
 def open_store(
-    *, store_type: str, sqlite_path: str | None, mongodb_uri: str | None, mongodb_database: str
+    *,
+    store_type: str,
+    sqlite_path: str | None,
+    mongodb_uri: str | None,
+    mongodb_database: str,
+    postgres_url: str | None = None,
+    postgres_pool_size: int = 10,
+    postgres_statement_timeout_s: float = 10.0,
 ) -> Store:
     """The store the settings name, not opened yet (`await store.open()`); a ValueError names what to fix.
 
-    Settings: `OE_STORE_TYPE` (sqlite | mongodb), `OE_SQLITE_PATH`, `OE_MONGODB_URI`, `OE_MONGODB_DATABASE`.
+    Settings: `OE_STORE_TYPE` (sqlite | mongodb | postgres), `OE_SQLITE_PATH`, `OE_MONGODB_URI`,
+    `OE_MONGODB_DATABASE`, `OE_POSTGRES_URL`, `OE_POSTGRES_POOL_SIZE`, `OE_POSTGRES_STATEMENT_TIMEOUT_S`.
     """
     kind = (store_type or "").strip().lower()
     if kind == "sqlite":
@@ -77,4 +89,19 @@ def open_store(
                 f"OE_MONGODB_DATABASE must be 1 to 63 letters, digits, '_' or '-', got {mongodb_database!r}"
             )
         return MongoStore(uri, database)
+    if kind == "postgres":
+        url = (postgres_url or "").strip()
+        if not url:
+            raise ValueError(
+                "OE_STORE_TYPE=postgres needs OE_POSTGRES_URL, e.g. postgresql://user:password@host:5432/oe"
+            )
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                f"OE_POSTGRES_URL must start with postgresql:// or postgres://, got {redact_uri(url)!r}"
+            )
+        if postgres_pool_size < 1:
+            raise ValueError(f"OE_POSTGRES_POOL_SIZE must be at least 1, got {postgres_pool_size}")
+        return PostgresStore(
+            url, pool_size=postgres_pool_size, statement_timeout_s=postgres_statement_timeout_s
+        )
     raise ValueError(f"OE_STORE_TYPE must be one of {', '.join(STORE_TYPES)}, got {store_type!r}")
