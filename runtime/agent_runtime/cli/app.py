@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agent_runtime.cli import completion, connectors, executions, reviews
+from agent_runtime.cli import completion, connectors, dev, executions, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 
 
@@ -52,6 +52,7 @@ for command in (
     reviews.reject,
     connectors.connectors,
     completion.completion,
+    dev.dev,
 ):
     cli.add_command(command)
 
