@@ -25,6 +25,7 @@ from agent_runtime.contract import (
 )
 from agent_runtime.listen import DEFAULT_BODY_TIMEOUT_S
 from agent_runtime.logging_config import install_logging
+from agent_runtime.tracing import TracingConfigError, instrument, setup_tracing
 
 if TYPE_CHECKING:
     from agent_runtime.servers.auth import ASGIApp
@@ -238,13 +239,19 @@ def main(env: Mapping[str, str] | None = None) -> int:
         logger.error("%s", exc)
         return EXIT_BAD_CONFIG
     try:
+        tracing_on = setup_tracing(mode.value, env)
         app = build_component(mode, env)
+    except TracingConfigError as exc:
+        logger.error("%s", exc)
+        return EXIT_BAD_CONFIG
     except Exception as exc:
         logger.error("%s start-up failed: %s", mode.value, exc, exc_info=exc)
         return EXIT_STARTUP_FAILED
 
     from agent_runtime.listen import resolve_listen_host
 
+    if tracing_on:
+        app = instrument(app, component=mode.value)
     host = resolve_listen_host(env)
     logger.info("listener bind resolved: host=%s", host)
     logger.info("starting %s on port %d", mode.value, port)

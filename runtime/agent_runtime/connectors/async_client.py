@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from agent_runtime.tracing import aiohttp_trace_configs
+
 try:  # shipped with the runtime extra (and the operator's kopf); compile-only installs never need it
     import aiohttp
     import aiohttp.http_exceptions
@@ -40,6 +42,7 @@ def new_session(*, max_connections: int, ssl_context: ssl.SSLContext | None = No
         cookie_jar=aiohttp.DummyCookieJar(),  # never carry one caller's cookies into another's call
         trust_env=False,  # netrc could attach a credential nobody configured; the sync client matches
         skip_auto_headers=("User-Agent",),
+        trace_configs=aiohttp_trace_configs(),  # the provider's call as a client span (agent_runtime.tracing)
     )
 
 

@@ -15,9 +15,11 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Literal, Protocol
 
 from agent_runtime.execution_token import EXPORT_TTL_S, expires_at
+from agent_runtime.oe import spans
 from agent_runtime.oe.audit import audit_value, redact_value
 from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
+from agent_runtime.oe.holds import INTERRUPT, agent_hold_kind, decided_answer, value_problem
 from agent_runtime.oe.lifecycle import ENTER_FROM
 from agent_runtime.oe.policy import Outcome, decide
 from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_entries
@@ -33,6 +35,7 @@ from agent_runtime.oe.store.base import (
     Store,
 )
 from agent_runtime.oe.store.deliveries import DeliveryRecord
+from agent_runtime.oe.usage import PriceTable, cost, model_usage
 from agent_runtime.protocol import (
     AER_LOST,
     AGENT_SUSPEND,
@@ -110,6 +113,7 @@ class Orchestrator:
         run_restarts: int = 3,
         drain_settings: DrainCallerSettings | None = None,
         known_secrets: Callable[[], Iterable[str]] = tuple,
+        prices: PriceTable | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -124,6 +128,8 @@ class Orchestrator:
         self._inflight: dict[tuple[str, int], asyncio.Future[ToolExecuteAnswer]] = {}
         # Secrets the OE holds beyond the Agents' tokens (its client token): never stored or forwarded.
         self._known_secrets = known_secrets
+        # Model -> price per million tokens: a model step's cost in its audit record (agent_runtime.oe.usage).
+        self.prices = prices or PriceTable()
         self._tasks: set[asyncio.Task[None]] = set()
         # Agent -> (token digest, when, tools) learned from its AER (see `_tool_entry`).
         self._discovered: dict[str, tuple[str, float, tuple[ToolEntry, ...]]] = {}
@@ -180,6 +186,7 @@ class Orchestrator:
             updated_at=now,
             invoked_by=invoked_by,
         )
+        record.trace_context = spans.execution_started(execution_id=record.execution_id, agent=reg.agent)
         await self.store.create_execution(record)
         await self.events.publish(record.execution_id, type="created", data={"agent": reg.agent})
         self._spawn(self._start(record, reg, resume=False))
@@ -217,6 +224,7 @@ class Orchestrator:
             updated, kind="cancel", decision="cancelled", status="accepted", decided_by=decided_by
         )
         await self.events.publish(execution_id, type="cancelled")
+        spans.run_ended(execution_id, status=S.CANCELLED.value)
         # Durable before the answer: every runtime that served it is drained, also after an OE restart.
         await self.drains.drain(updated, reason="cancelled by the client")
         return updated
@@ -320,6 +328,9 @@ class Orchestrator:
                 "this execution waits on app.suspend, not on the approval of a call, so there are no held "
                 "arguments to edit; drop args",
             )
+        value_refusal = value_problem(kind, review)
+        if value_refusal is not None:
+            raise BadReview("value", value_refusal)
         # One decision per suspension, claimed under a unique key: a second reviewer's different decision is
         # refused even where the state's compare-and-set is not atomic across replicas (FerretDB v1). The
         # same decision sent again (a client whose answer was lost) goes on.
@@ -343,6 +354,7 @@ class Orchestrator:
             args=review.args,
             reason=reason if isinstance(reason, str) else None,
             payload=suspension.get("payload"),
+            value=review.value,
             at=now,
             decided_by=decided_by,
         )
@@ -364,6 +376,8 @@ class Orchestrator:
         executed = None
         if kind == APPROVAL_REQUIRED and review.decision == "approved":
             executed = review.args if review.args is not None else suspension.get("args")
+        elif kind == INTERRUPT and review.decision == "approved":
+            executed = {"value": review.value}
         await self._audit(
             updated,
             kind="resume",
@@ -411,7 +425,14 @@ class Orchestrator:
         future: asyncio.Future[ToolExecuteAnswer] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            answer = await self._tool_execute(record, caller, call)
+            with spans.step(
+                execution_id=call.execution_id,
+                step=call.step,
+                tool=call.tool,
+                llm_id=call.llm_id,
+                is_llm=call.is_llm,
+            ):
+                answer = await self._tool_execute(record, caller, call)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: joined callers re-raise it, nobody else must
@@ -549,7 +570,7 @@ class Orchestrator:
         """`app.suspend` in agent code: held at its step like an approval; answered later by the human."""
         reason = call.args.get("reason")
         held = {
-            "kind": "suspend",
+            "kind": agent_hold_kind(call.args),
             "reason": reason if isinstance(reason, str) else "suspended",
             "payload": call.args.get("payload"),
             "step": call.step,
@@ -572,10 +593,13 @@ class Orchestrator:
         held = step.outcome.result if isinstance(step.outcome.result, dict) else {}
         if held.get("kind") != APPROVAL_REQUIRED:
             # `app.suspend` (in a tool or in agent code): the step's answer is the human's decision.
-            decided = CallOutcome(
-                status="success",
-                result={"decision": review.decision, "reviewer_notes": review.reviewer_notes},
+            answer = decided_answer(
+                kind=review.kind,
+                decision=review.decision,
+                reviewer_notes=review.reviewer_notes,
+                value=review.value,
             )
+            decided = CallOutcome(status="success", result=answer)
             return await self._finish(record, caller, call, decided, decision="reviewed")
         if review.decision == "rejected":
             note = review.reviewer_notes or "no notes"
@@ -754,6 +778,11 @@ class Orchestrator:
             status="accepted",
             error_category=report.error.category if report.error else None,
         )
+        spans.run_ended(
+            report.execution_id,
+            status=target.value,
+            error_category=report.error.category if report.error else None,
+        )
         data: dict[str, Any] = {}
         if report.error is not None:
             data["error"] = report.error.model_dump()
@@ -841,6 +870,20 @@ class Orchestrator:
         task.add_done_callback(self._tasks.discard)
 
     async def _start(
+        self, record: ExecutionRecord, reg: AgentRegistration, *, resume: bool, counted: bool = False
+    ) -> None:
+        """`_start_run` under the run's span (a child of the execution's: one execution, one trace)."""
+        number = record.runs if counted else record.runs + 1
+        with spans.run(
+            execution_id=record.execution_id,
+            agent=record.agent,
+            trace_context=record.trace_context,
+            number=number,
+            resume=resume,
+        ):
+            await self._start_run(record, reg, resume=resume, counted=counted)
+
+    async def _start_run(
         self, record: ExecutionRecord, reg: AgentRegistration, *, resume: bool, counted: bool = False
     ) -> None:
         """Hand a run to the AER. `counted`: the caller's own write already counted this run (a resume or a
@@ -932,6 +975,7 @@ class Orchestrator:
         if updated is None:
             return False
         self._unreachable.pop(record.execution_id, None)
+        spans.run_ended(record.execution_id, status=S.FAILED.value, error_category=error.category)
         logger.warning("execution %s failed: %s", record.execution_id, error.category)
         await self.events.publish(record.execution_id, type="failed", data={"error": error.model_dump()})
         return True
@@ -1063,6 +1107,9 @@ class Orchestrator:
         if outcome.status == "suspend":
             await self._hold(call.execution_id, outcome.result)
         answer = _answer(call.step, outcome, from_cache=False)
+        if executed_args is not None and executed_args != call.args:
+            # A reviewer's edit: the runtime puts the arguments that ran in the agent's state (issue 31).
+            answer = answer.model_copy(update={"args": executed_args})
         await self._audit_call(
             record, call, caller, decision=decision, route=route, answer=answer, executed_args=executed_args
         )
@@ -1087,6 +1134,22 @@ class Orchestrator:
         if executed_args is not None and executed_args != call.args:
             # A reviewer edited them: the audit keeps what was asked and what ran.
             asked = {"requested": call.args, "executed": executed_args}
+        metered = model_usage(answer.result if call.is_llm and answer and not answer.from_cache else None)
+        usage, model = metered if metered is not None else (None, None)
+        cost_of = cost(usage, model, self.prices.overridden_by(caller.prices)) if usage else None
+        error_category = answer.error.category if answer and answer.error else None
+        spans.annotate_step(
+            decision=decision,
+            route=route,
+            from_cache=bool(answer and answer.from_cache),
+            status=answer.status if answer else None,
+            error_category=error_category,
+            model=model,
+            usage=usage,
+            cost=cost_of,
+            arguments=asked,
+            secrets=self._secrets(caller),
+        )
         await self._audit(
             record,
             kind="llm" if call.is_llm else "tool",
@@ -1100,9 +1163,12 @@ class Orchestrator:
             route=route,
             from_cache=bool(answer and answer.from_cache),
             status=answer.status if answer else None,
-            error_category=answer.error.category if answer and answer.error else None,
+            error_category=error_category,
             duration_ms=answer.duration_ms if answer else None,
             pod_name=answer.pod_name if answer else None,
+            usage=usage,
+            model=model,
+            cost=cost_of,
         )
 
     async def _audit(
@@ -1192,6 +1258,8 @@ def _suspend_replies(record: ExecutionRecord) -> list[SuspendReply]:
             payload=review.payload,
             decision=review.decision,
             reviewer_notes=review.reviewer_notes,
+            kind=review.kind,
+            value=review.value,
         )
         for review in record.reviews
         if review.tool == AGENT_SUSPEND and review.step is not None
@@ -1294,6 +1362,7 @@ def review_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
         "asks": asks,
         "decisions": decisions,
         "may_edit_args": asks["kind"] == APPROVAL_REQUIRED,
+        "may_send_value": asks["kind"] == INTERRUPT,
         "resume": f"/api/v1/projects/{record.project_id}/executions/{record.execution_id}/resume",
     }
 

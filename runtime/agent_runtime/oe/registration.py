@@ -15,6 +15,7 @@ from pydantic.alias_generators import to_camel
 
 from agent_runtime.execution_token import Audience, Purpose, StatementSigner
 from agent_runtime.oe.policy import ToolPolicy
+from agent_runtime.oe.usage import PriceTable
 
 # A Secret in the OE's namespace carrying one registration under this key, selected by this label.
 REGISTRATION_KEY = "registration.json"
@@ -42,6 +43,8 @@ class AgentRegistration(BaseModel):
     tool_url: str = Field(pattern=r"^https?://")
     policy: ToolPolicy = ToolPolicy()
     tools: tuple[ToolEntry, ...] = ()
+    # The Agent's own model prices (spec.pricing), over the OE's table (agent_runtime.oe.usage).
+    prices: PriceTable | None = None
     # Tokens this Agent held before its current one, each with the (monotonic) time its grace period ends;
     # set by the Registry, never read from a document (see `tokens`).
     _retired: tuple[tuple[SecretStr, float], ...] = PrivateAttr(default=())

@@ -13,6 +13,7 @@ import logging
 import select
 import time
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from pydantic import ValidationError
@@ -20,8 +21,10 @@ from pydantic import ValidationError
 from agent_runtime.execution_token import MEMORY_TTL_S
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.runtime_auth import authorized
+from agent_runtime.oe.tool_pod_stream import NDJSON, DeltaHandler, StreamBroken, read_streamed_outcome
 from agent_runtime.protocol import (
     AER_EXECUTE_PATH,
+    CONNECTOR_TEST_PATH,
     INVOKE_LLM_PATH,
     TOOL_EXECUTE_PATH,
     TOOL_POD_UNREACHABLE,
@@ -31,6 +34,7 @@ from agent_runtime.protocol import (
     CallOutcome,
     InvokeLLMRequest,
 )
+from agent_runtime.tracing import aiohttp_trace_configs
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +99,7 @@ class Runtimes:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 skip_auto_headers=("User-Agent",),
+                trace_configs=aiohttp_trace_configs(),  # traceparent to the AER and the Tool Pod
             )
         return self._session
 
@@ -186,6 +191,29 @@ class Runtimes:
             return None
         return tools if isinstance(tools, list) else None
 
+    async def test_connector(self, reg: AgentRegistration, connector: str) -> tuple[int, dict[str, Any]]:
+        """The Tool Pod's `POST /connectors/{name}/test`: its HTTP status and JSON answer; raises
+        RuntimeUnavailable when the Tool Pod cannot be asked."""
+        url = f"{reg.tool_url}{CONNECTOR_TEST_PATH.format(name=quote(connector, safe=''))}"
+        try:
+            async with authorized(
+                self._pool(), "POST", url, reg=reg, audience="tool", timeout=self._short
+            ) as response:
+                status, raw = response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeUnavailable(
+                f"the Tool Pod of {reg.agent} is unreachable ({type(exc).__name__})", retryable=True
+            ) from None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise RuntimeUnavailable(
+                f"the Tool Pod of {reg.agent} answered HTTP {status} without a JSON object", retryable=False
+            )
+        return status, body
+
     async def execute_tool(
         self,
         reg: AgentRegistration,
@@ -217,8 +245,24 @@ class Runtimes:
             reg, INVOKE_LLM_PATH, request.model_dump(mode="json"), execution_id=request.execution_id or ""
         )
 
+    async def invoke_llm_streamed(
+        self, reg: AgentRegistration, request: InvokeLLMRequest, *, on_delta: DeltaHandler
+    ) -> CallOutcome:
+        """The model call with its stream: each `LLMDelta` to `on_delta` as the Tool Pod sends it, then the
+        outcome. Failures are the Tool Pod's, as for `invoke_llm` (a refused connection is retried)."""
+        body = request.model_copy(update={"stream": True}).model_dump(mode="json")
+        return await self._call(
+            reg, INVOKE_LLM_PATH, body, execution_id=request.execution_id or "", on_delta=on_delta
+        )
+
     async def _call(
-        self, reg: AgentRegistration, path: str, body: dict[str, Any], *, execution_id: str
+        self,
+        reg: AgentRegistration,
+        path: str,
+        body: dict[str, Any],
+        *,
+        execution_id: str,
+        on_delta: DeltaHandler | None = None,
     ) -> CallOutcome:
         """POST to the Tool Pod. Unreachable or a broken answer is the tool's failure (OE-12), not ours.
 
@@ -243,10 +287,14 @@ class Runtimes:
                     execution_id=execution_id,
                     data=data,
                     timeout=self._timeout,
+                    accept=NDJSON if on_delta is not None else None,
                 ) as response:
-                    payload = await response.read()
                     if response.status != 200:
+                        await response.read()
                         return _unreachable(f"the Tool Pod answered HTTP {response.status}", started)
+                    if on_delta is not None and response.content_type == NDJSON:
+                        return await read_streamed_outcome(response.content.iter_any(), on_delta=on_delta)
+                    payload = await response.read()
                 return CallOutcome.model_validate_json(payload)
             except aiohttp.ClientConnectorError as exc:
                 if loop.time() + delay > deadline:
@@ -259,6 +307,8 @@ class Runtimes:
                 )
             except ValidationError:
                 return _unreachable("the Tool Pod's answer was not a call outcome", started)
+            except StreamBroken as exc:
+                return _unreachable(f"{exc}; it may have taken effect, so it is not run again", started)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 

@@ -105,6 +105,18 @@ def usage_of(metadata: Mapping[str, Any] | None) -> Usage | None:
     return Usage(input_tokens=counts[0] or 0, output_tokens=counts[1] or 0, cached_tokens=cached or 0)
 
 
+def model_usage(message: Any) -> tuple[Usage, str | None] | None:
+    """A model step's usage and the model that answered (`response_metadata.model_name`), from its message."""
+    if not isinstance(message, Mapping):
+        return None
+    usage = usage_of(message.get("usage_metadata"))
+    if usage is None:
+        return None
+    metadata = message.get("response_metadata")
+    model = metadata.get("model_name") if isinstance(metadata, Mapping) else None
+    return usage, model if isinstance(model, str) and model else None
+
+
 def total(usages: Iterable[Usage | None]) -> Usage:
     """The sum of the steps' usage (steps without usage count nothing)."""
     out = Usage()

@@ -35,6 +35,7 @@ from agent_runtime.memory.wire import (
 )
 from agent_runtime.sdk.context import RequestContext, current_context
 from agent_runtime.token_file import RotatingToken, TokenLike, TokenSettingError, as_rotating, grace_from_env
+from agent_runtime.tracing import httpx_event_hooks
 
 MEMORY_URL_ENV = "AGENTIC_MEMORY_URL"
 DEFAULT_TIMEOUT_S = 10.0
@@ -200,7 +201,8 @@ class MemoryClient:
 
     async def _call(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
         if self._async is None:
-            self._async = httpx.AsyncClient(timeout=self._timeout)
+            hooks = httpx_event_hooks(asynchronous=True)
+            self._async = httpx.AsyncClient(timeout=self._timeout, event_hooks=hooks)
         token = self._token.current()
         try:
             response = await self._async.request(
@@ -227,7 +229,8 @@ class MemoryClient:
 
     def _call_sync(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
         if self._sync is None:
-            self._sync = httpx.Client(timeout=self._timeout)
+            hooks = httpx_event_hooks(asynchronous=False)
+            self._sync = httpx.Client(timeout=self._timeout, event_hooks=hooks)
         token = self._token.current()
         try:
             response = self._sync.request(

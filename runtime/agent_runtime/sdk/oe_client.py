@@ -32,6 +32,7 @@ from agent_runtime.protocol import (
 )
 from agent_runtime.sdk.errors import PlatformFailure
 from agent_runtime.token_file import TokenLike, as_rotating
+from agent_runtime.tracing import aiohttp_trace_configs
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class OEClient:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,  # no proxy or netrc the platform did not configure
                 skip_auto_headers=("User-Agent",),
+                trace_configs=aiohttp_trace_configs(),  # traceparent back to the OE
             )
             self._loop = loop
         return self._session

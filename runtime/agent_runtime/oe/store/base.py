@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from agent_runtime.oe.store.deliveries import DeliveryRecord, ServedRuntime
+from agent_runtime.oe.usage import Usage
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
 
 
@@ -42,6 +43,7 @@ class Review(BaseModel):
     args: dict[str, Any] | None = None  # the reviewer's edited arguments for an approved call
     reason: str | None = None  # what an agent-level `app.suspend` asked, for its replayed answer
     payload: Any = None
+    value: Any = None  # an approved LangGraph interrupt's resume value (oe/holds.py)
     at: float
     decided_by: Identity | None = None  # None: decided before the OE recorded identities
 
@@ -73,6 +75,8 @@ class ExecutionRecord(BaseModel):
     invoked_by: Identity | None = None
     cancelled_by: Identity | None = None
     interrupted_by: list[StepDecider] = Field(default_factory=list)
+    # The W3C traceparent of the execution's span: every run (a resume too) is its child (oe/spans.py).
+    trace_context: str | None = None
 
     def review_at(self, step: int) -> Review | None:
         """The decision that answers the suspension at `step`, if a resume made one."""
@@ -117,7 +121,17 @@ class AuditRecord(BaseModel):
     duration_ms: float | None = None
     pod_name: str | None = None
     decided_by: Identity | None = None  # the client behind a resume, cancel or interrupt
+    # A model call's tokens (agent_runtime.oe.usage), the model that answered and its cost at the time.
+    usage: Usage | None = None
+    model: str | None = None
+    cost: float | None = None
     at: float
+    detail: dict[str, Any] | None = None  # a limit's refusal: {limit, value, figure}
+    # The hash chain (agent_runtime/audit_chain.py), set by `Store.append_audit`: 1, 2, ... per execution,
+    # the previous record's hash ("" for the first) and this record's own.
+    seq: int | None = None
+    prev_hash: str | None = None
+    hash: str | None = None
 
 
 class EventRecord(BaseModel):
@@ -208,11 +222,36 @@ class Store(Protocol):
         """Store `value` under `key` unless a value is there; None when this call stored it, else the value
         already stored. Atomic across processes and replicas (a unique key), on every backend."""
 
-    # audit log
-    async def append_audit(self, record: AuditRecord) -> None: ...
+    # audit log: a hash chain per execution (agent_runtime/audit_chain.py), its head signed by the OE
+    async def append_audit(self, record: AuditRecord) -> AuditRecord:
+        """Append `record` as its execution's next link (`audit_chain.link` over the last record's
+        `model_dump(mode="json")`: seq, prev_hash, hash) and return it as stored. Two appends to one
+        execution at once, from any replicas, never get the same seq: a unique (execution_id, seq) makes
+        the loser read the new last record and link again."""
 
     async def list_audit(self, execution_id: str) -> list[AuditRecord]:
         """In the order appended."""
+
+    async def set_audit_head(self, execution_id: str, head: dict[str, Any]) -> None:
+        """Keep `head` (`{execution_id, seq, hash, kid?, signature?}`, signed by the OE) unless the stored
+        one has a higher seq (a slower writer of an earlier record)."""
+
+    async def get_audit_head(self, execution_id: str) -> dict[str, Any] | None: ...
+
+    # limits (agent_runtime/oe/limits.py)
+    async def add_usage(self, key: str, deltas: dict[str, float], *, expires_at: float) -> dict[str, float]:
+        """Add `deltas` to the counters under `key` (created at 0) and return every counter after the add.
+        Atomic within one backend; on FerretDB v1 two replicas adding at the same instant may lose one add
+        (it applies an update as a read then a write), on MongoDB they do not. `expires_at`: when the
+        counters may be dropped (the day's end, an execution's horizon)."""
+
+    async def get_usage(self, key: str) -> dict[str, float]:
+        """The counters under `key` ({} when none)."""
+
+    async def take_rate_slot(self, key: str, slots: list[int], *, expires_at: float) -> int | None:
+        """Claim the first of `slots` (newest first) nobody under `key` holds and return it, or None when
+        all are held. A slot is a unique key, so two replicas never hold the same one (the token bucket of
+        `limits.RateWindow`). Slots below the lowest asked may be dropped."""
 
     # events
     async def append_event(
@@ -220,7 +259,11 @@ class Store(Protocol):
     ) -> EventRecord:
         """Append with the next `seq` for that execution (atomic across concurrent appends)."""
 
-    async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]: ...
+    async def list_events(
+        self, execution_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        """Events with `seq > after_seq` in `seq` order; at most `limit` of them (None: all). A listener
+        catching up reads pages of `limit`, so a long stream (a model's deltas) is never held whole."""
 
     # drains and interrupts the OE delivers (OE-17, OE-18), and the runtimes that served each execution
     async def create_delivery(self, record: DeliveryRecord) -> DeliveryRecord | None:

@@ -1,0 +1,363 @@
+"""OpenTelemetry traces for every component: setup from the environment, W3C propagation, span exporters.
+
+One governed turn is one trace: the client's `traceparent` (if any) -> the OE's execution and run spans ->
+the AER's request -> the OE's step span -> the Tool Pod's request -> the provider's HTTP call (and the
+Memory server's). Every hop carries W3C `traceparent`: servers read it in `TracingMiddleware`, aiohttp
+sessions write it through `aiohttp_trace_configs()` (which also times the call as a client span) and httpx
+clients through `httpx_event_hooks()`.
+
+Which exporters run (B-18): `AGENTIC_TRACING_EXPORTER`, a comma-separated list of `otlp`, `jsonl`, `mongodb`
+or `none`; unset, `otlp` when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set,
+otherwise none. With none nothing is installed: every hook checks `enabled()` first, so off costs a
+function call. `jsonl` writes one file per process under `AGENTIC_TRACING_JSONL_DIR` (default
+`/tmp/traces`), `mongodb` the collection `AGENTIC_TRACING_MONGODB_COLLECTION` (default `traces`) of the
+database in `MONGODB_URI`. The other `OTEL_*` variables (service name, batch delay, headers) keep their
+standard meaning.
+
+Spans carry names, routes, decisions, categories and token counts, never arguments, results or URLs' query
+strings: the OE adds arguments (redacted as its audit is) only when `AGENTIC_TRACING_ARGUMENTS` is on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+logger = logging.getLogger(__name__)
+
+EXPORTER_ENV = "AGENTIC_TRACING_EXPORTER"
+JSONL_DIR_ENV = "AGENTIC_TRACING_JSONL_DIR"
+MONGODB_COLLECTION_ENV = "AGENTIC_TRACING_MONGODB_COLLECTION"
+ARGUMENTS_ENV = "AGENTIC_TRACING_ARGUMENTS"
+MONGODB_URI_ENV = "MONGODB_URI"
+EXPORTERS = ("otlp", "jsonl", "mongodb")
+TRACER_NAME = "agent_runtime"
+TRACEPARENT = "traceparent"
+
+_state: dict[str, Any] = {"enabled": False, "arguments": False}
+
+
+class TracingConfigError(ValueError):
+    """A tracing setting that cannot be used; the message names the variable and the fix."""
+
+
+def enabled() -> bool:
+    """True once `setup_tracing` installed at least one exporter in this process."""
+    return bool(_state["enabled"])
+
+
+def arguments_enabled() -> bool:
+    """True when a setting asks for (redacted) arguments as span attributes."""
+    return bool(_state["arguments"])
+
+
+def selected_exporters(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The exporters the environment asks for (pure; see the module docstring)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return ()
+    raw = env.get(EXPORTER_ENV, "").strip().lower()
+    if not raw:
+        otlp = (
+            env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+            or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        )
+        return ("otlp",) if otlp else ()
+    names = tuple(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+    if names == ("none",):
+        return ()
+    unknown = [name for name in names if name not in EXPORTERS]
+    if unknown:
+        raise TracingConfigError(
+            f"{EXPORTER_ENV}: unknown exporter {unknown[0]!r}; use a comma-separated list of "
+            f"{', '.join(EXPORTERS)}, or none"
+        )
+    if "mongodb" in names and not env.get(MONGODB_URI_ENV, "").strip():
+        raise TracingConfigError(
+            f"{EXPORTER_ENV}: the mongodb exporter needs {MONGODB_URI_ENV}; set it or drop mongodb"
+        )
+    return names
+
+
+def setup_tracing(component: str, env: Mapping[str, str] | None = None) -> bool:
+    """Install a tracer provider with the exporters `env` asks for; False (and nothing installed) for none."""
+    env = os.environ if env is None else env
+    names = selected_exporters(env)
+    _state["arguments"] = env.get(ARGUMENTS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    if not names:
+        return False
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    service = env.get("OTEL_SERVICE_NAME", "").strip() or f"agent-engine-{component}"
+    resource = Resource.create({"service.name": service, "agent.component": component})
+    provider = TracerProvider(resource=resource)
+    for name in names:
+        provider.add_span_processor(BatchSpanProcessor(_exporter(name, component=component, env=env)))
+    trace.set_tracer_provider(provider)
+    atexit.register(provider.shutdown)
+    _state["enabled"] = True
+    logger.info("tracing on (%s): service %s", ", ".join(names), service)
+    return True
+
+
+def _exporter(name: str, *, component: str, env: Mapping[str, str]) -> Any:
+    if name == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()  # reads the standard OTEL_EXPORTER_OTLP_* variables itself
+    if name == "jsonl":
+        directory = Path(env.get(JSONL_DIR_ENV, "").strip() or "/tmp/traces")  # noqa: S108 (the emptyDir)
+        return JsonlSpanExporter(directory / f"{component}-{os.getpid()}.jsonl")
+    collection = env.get(MONGODB_COLLECTION_ENV, "").strip() or "traces"
+    return MongoSpanExporter(env[MONGODB_URI_ENV].strip(), collection=collection)
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer(TRACER_NAME)
+
+
+def inject(headers: MutableMapping[str, str]) -> None:
+    """Write the current span's `traceparent` (and `tracestate`) into outgoing headers."""
+    if _state["enabled"]:
+        propagate.inject(headers)
+
+
+def extract(headers: Mapping[str, str]) -> otel_context.Context:
+    return propagate.extract(headers)
+
+
+def current_traceparent() -> str | None:
+    """`get_current_trace_context()` of the seed: the current span as a W3C traceparent, or None."""
+    if not _state["enabled"]:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get(TRACEPARENT)
+
+
+def traceparent_of(span: trace.Span) -> str | None:
+    """The W3C traceparent naming `span`."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get(TRACEPARENT)
+
+
+def context_of(traceparent: str | None) -> otel_context.Context | None:
+    """The context a stored traceparent names (the execution's span), or None."""
+    if not traceparent:
+        return None
+    return propagate.extract({TRACEPARENT: traceparent})
+
+
+def link_to_current() -> list[Link]:
+    """A link to the current span (a resume's request), for a span parented elsewhere."""
+    span_context = trace.get_current_span().get_span_context()
+    return [Link(span_context)] if span_context.is_valid else []
+
+
+def set_attributes(attributes: Mapping[str, Any]) -> None:
+    """Set attributes on the current span (None values skipped); a no-op when tracing is off."""
+    if not _state["enabled"]:
+        return
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes({key: value for key, value in attributes.items() if value is not None})
+
+
+def mark_error(category: str) -> None:
+    if _state["enabled"]:
+        span = trace.get_current_span()
+        span.set_attribute("error.type", category)
+        span.set_status(Status(StatusCode.ERROR, category))
+
+
+# -- HTTP clients -----------------------------------------------------------------------------------------
+
+
+def aiohttp_trace_configs() -> list[Any]:
+    """For `aiohttp.ClientSession(trace_configs=...)`: a client span per request, its traceparent sent.
+
+    Empty when tracing is off. The span names the method and host, never the path's query string.
+    """
+    if not _state["enabled"]:
+        return []
+    import aiohttp
+
+    config = aiohttp.TraceConfig()
+
+    async def on_start(_: Any, ctx: Any, params: Any) -> None:
+        url = params.url
+        span = tracer().start_span(
+            f"{params.method} {url.host}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "http.request.method": params.method,
+                "server.address": url.host or "",
+                "server.port": url.port or 0,
+                "url.path": url.path,
+            },
+        )
+        ctx.span = span
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        for key, value in carrier.items():
+            params.headers[key] = value
+
+    async def on_end(_: Any, ctx: Any, params: Any) -> None:
+        span = getattr(ctx, "span", None)
+        if span is not None:
+            status = params.response.status
+            span.set_attribute("http.response.status_code", status)
+            if status >= 500:
+                span.set_status(Status(StatusCode.ERROR))
+            span.end()
+
+    async def on_error(_: Any, ctx: Any, params: Any) -> None:
+        span = getattr(ctx, "span", None)
+        if span is not None:
+            span.set_attribute("error.type", type(params.exception).__name__)
+            span.set_status(Status(StatusCode.ERROR))
+            span.end()
+
+    config.on_request_start.append(on_start)
+    config.on_request_end.append(on_end)
+    config.on_request_exception.append(on_error)
+    return [config]
+
+
+def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:
+    """For `httpx.AsyncClient(event_hooks=...)` (asynchronous) or `httpx.Client`: the traceparent sent."""
+    if not _state["enabled"]:
+        return {}
+
+    def sync_hook(request: Any) -> None:
+        propagate.inject(request.headers)
+
+    async def async_hook(request: Any) -> None:
+        propagate.inject(request.headers)
+
+    return {"request": [async_hook if asynchronous else sync_hook]}
+
+
+# -- servers ----------------------------------------------------------------------------------------------
+
+
+class TracingMiddleware:
+    """ASGI: one server span per HTTP request, under the caller's `traceparent`; probes are not traced."""
+
+    _UNTRACED = frozenset({"/healthz", "/readyz", "/metrics"})
+
+    def __init__(self, app: Any, *, component: str) -> None:
+        self.app = app
+        self.component = component
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") in self._UNTRACED:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        parent = propagate.extract(headers)
+        method = scope.get("method", "GET")
+        path = scope.get("path", "")
+        status: dict[str, int] = {}
+
+        async def send_status(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        with tracer().start_as_current_span(
+            f"{self.component} {method} {_route_of(path)}",
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes={"http.request.method": method, "url.path": path, "agent.component": self.component},
+        ) as span:
+            await self.app(scope, receive, send_status)
+            code = status.get("code", 500)
+            span.set_attribute("http.response.status_code", code)
+            if code >= 500:
+                span.set_status(Status(StatusCode.ERROR))
+
+
+def instrument(app: Any, *, component: str) -> Any:
+    """The app under `TracingMiddleware` when tracing is on; the app itself otherwise."""
+    return TracingMiddleware(app, component=component) if _state["enabled"] else app
+
+
+def _route_of(path: str) -> str:
+    """A bounded span name: identifiers (hex ids, numbers) in a path become `{id}`."""
+    parts = []
+    for part in path.split("/"):
+        looks_like_id = len(part) >= 16 and all(c in "0123456789abcdef-" for c in part.lower())
+        parts.append("{id}" if looks_like_id or part.isdigit() else part)
+    return "/".join(parts)
+
+
+# -- exporters --------------------------------------------------------------------------------------------
+
+
+class JsonlSpanExporter:
+    """One JSON object per finished span, one line each, in one file per process (B-18)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        lines = "".join(_compact(span.to_json()) + "\n" for span in spans)
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(lines)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _compact(text: str) -> str:
+    return json.dumps(json.loads(text), separators=(",", ":"))
+
+
+class MongoSpanExporter:
+    """Finished spans as documents of a MongoDB collection (B-18); the batch processor's thread writes."""
+
+    def __init__(self, uri: str, *, collection: str) -> None:
+        from pymongo import MongoClient
+
+        self._client: Any = MongoClient(uri, serverSelectionTimeoutMS=5000)
+        database = self._client.get_default_database(default="agent_engine")
+        self._collection = database[collection]
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        documents = [json.loads(span.to_json()) for span in spans]
+        try:
+            if documents:
+                self._collection.insert_many(documents, ordered=False)
+        except Exception as exc:  # a down database must not take the component with it
+            logger.warning("traces not written to MongoDB: %s", type(exc).__name__)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._client.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
