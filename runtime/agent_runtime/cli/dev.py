@@ -223,7 +223,7 @@ def _has_console() -> bool:
     """Whether this OE serves the console (it ships with the runtime once built)."""
     import importlib.util
 
-    return importlib.util.find_spec("agent_runtime.servers.console") is not None
+    return importlib.util.find_spec("agent_runtime.console") is not None
 
 
 def _supervise(stack: DevStack, *, reload: bool) -> None:

@@ -299,6 +299,8 @@ class DevStack:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+# What a secret the Tool Pod lacks means here: the cluster's Secret is a flag or a line of DIR/.env.
+_SECRET_HINT = " (locally: --set NAME=VALUE, or a NAME=VALUE line in DIR/.env)"  # noqa: S105 (a hint, not a secret)
 _TITLES = {
     "oe": "the OE",
     "aer": "the AER",
