@@ -23,6 +23,8 @@ AER_EXECUTE_PATH = "/execute"
 AER_EXECUTION_PATH = "/executions/{execution_id}"
 TOOL_EXECUTE_PATH = "/execute"
 INVOKE_LLM_PATH = "/invoke_llm"
+# OE -> Tool Pod: run one connector's test_connection where its credential lives (answers a TestResult).
+CONNECTOR_TEST_PATH = "/connectors/{name}/test"
 OE_TOOL_EXECUTE_PATH = "/tool/execute"
 OE_TOOL_RESULT_PATH = "/tool/result"
 OE_CALLBACK_PATH = "/executor/callback"

@@ -126,6 +126,7 @@ _EXECUTION = re.compile(r"^/execution/[^/]+(?P<rest>/.*)?$")
 _GATEWAY_RESUME = re.compile(r"^/api/v1/projects/[^/]+/executions/[^/]+/resume$")
 _REVIEWS = re.compile(r"^/api/v1/projects/[^/]+/reviews$")
 _MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export-token$")
+_CONNECTOR_TEST = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/connectors/[^/]+/test$")
 _READ_SUFFIXES = ("", "/audit", "/events", "/drain")
 
 
@@ -142,6 +143,9 @@ def route_need(method: str, path: str) -> RouteNeed | None:
         return RouteNeed("reviews", READ)
     if method == "POST" and _MEMORY_EXPORT.match(path):
         return RouteNeed("agent", MEMORY_EXPORT)
+    if method == "POST" and _CONNECTOR_TEST.match(path):
+        # A connector's test reaches its provider with the Agent's credential: the right to invoke it.
+        return RouteNeed("agent", INVOKE)
     if method == "POST" and (path.startswith("/resume/") or _GATEWAY_RESUME.match(path)):
         return RouteNeed("execution", APPROVE)
     found = _EXECUTION.match(path)

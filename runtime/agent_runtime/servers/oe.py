@@ -68,6 +68,7 @@ from agent_runtime.protocol import (
     ToolExecuteRequest,
     ToolResultRequest,
 )
+from agent_runtime.servers import connector_test
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_connector_types
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_drains import drain_routes
@@ -515,6 +516,9 @@ def build_oe_app(
             ) from None
         return JSONResponse({"items": [review_view(item) for item in items], "next_cursor": next_cursor})
 
+    async def may_invoke(request: Request, namespace: str, name: str) -> None:
+        await require(_caller(request), on_agents(INVOKE, namespace, name))
+
     # runtime API ----------------------------------------------------------------------------------------
 
     async def tool_execute(request: Request, caller: AgentRegistration) -> Response:
@@ -561,6 +565,7 @@ def build_oe_app(
             client_guard(memory_export_token),
             methods=["POST"],
         ),
+        connector_test.oe_route(engine, client_guard, may_invoke=may_invoke),
         Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
         Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
         Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),

@@ -20,6 +20,7 @@ from agent_runtime.execution_token import Claims, StatementVerifier
 from agent_runtime.logging_config import log_context
 from agent_runtime.protocol import INVOKE_LLM_PATH, TOOL_EXECUTE_PATH, CallOutcome, InvokeLLMRequest
 from agent_runtime.sdk import App
+from agent_runtime.servers import connector_test
 from agent_runtime.servers.auth import (
     STATEMENT_SCOPE_KEY,
     ASGIApp,
@@ -201,6 +202,7 @@ def build_tool_app(
         routes=[
             Route(TOOLS_PATH, tools, methods=["GET"]),
             invoke_llm_route(llm_calls, recent=recent),
+            connector_test.tool_pod_route(service),
             *controls,
         ],
         token=token,

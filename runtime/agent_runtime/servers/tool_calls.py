@@ -33,7 +33,12 @@ from agent_runtime.connectors import (
     classify_tool_api_error,
 )
 from agent_runtime.connectors.builtin.registry import create_connector
-from agent_runtime.connectors.framework import BuiltinConnector, BuiltinConnectorDefs, BuiltinToolError
+from agent_runtime.connectors.framework import (
+    BuiltinConnector,
+    BuiltinConnectorDefs,
+    BuiltinToolError,
+    TestResult,
+)
 from agent_runtime.contract import is_platform_env
 from agent_runtime.protocol import (
     CallError,
@@ -198,6 +203,24 @@ class ToolCallService:
             )
         except (ExecutionDraining, CallInterrupted) as exc:
             raise _TenantToolFailure(exc.category, exc.explanation) from None
+
+    async def test_connector(self, name: str) -> TestResult | None:
+        """Connector `name`'s test_connection with the pod's credentials, its detail redacted; None when no
+        connector has that name. An OpenAPI connector has no test of its own: its result says so."""
+        for connector in self._builtins:
+            if connector.name == name:
+                try:
+                    found = await connector.test_connection(env=self._secret_env)
+                except Exception as exc:  # a connector's bug is the test's failure, never the pod's 500
+                    found = TestResult(ok=False, detail=f"the test raised {type(exc).__name__}")
+                return found.model_copy(update={"detail": self.redactor.text(found.detail)})
+        for executor in self._executors:
+            if executor.definitions.name == name:
+                return TestResult(
+                    ok=True,
+                    detail="an OpenAPI connector has no connection test; its calls are checked when made",
+                )
+        return None
 
     async def aclose(self) -> None:
         """Close every executor's connection pool."""

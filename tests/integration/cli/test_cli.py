@@ -17,35 +17,12 @@ import yaml
 
 from tests.conftest import Process, free_port
 from tests.exec_credential import exec_user
+from tests.integration.cli.driver import SCRIPT, ok_json, run
 from tests.integration.loop.harness import CLIENT_TOKEN, Platform
 from tests.providers.llm_peer import RunningLLMPeer
 
-SCRIPT = Path(sys.executable).with_name("agentengine")
 TRANSFER = {"mode": "calls", "calls": [["transfer", {"amount": 5, "to": "bob"}]]}
 SHOUT = {"mode": "calls", "calls": [["shout", {"text": "ok"}]]}
-
-
-def run(
-    platform: Platform,
-    *argv: str,
-    token: str | None = CLIENT_TOKEN,
-    env: dict[str, str] | None = None,
-    stdin: str | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """The console script with the platform's OE; no kubeconfig unless the test gives one."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTENGINE_", "KUBECONFIG"))}
-    base |= {"AGENTENGINE_SERVER": platform.oe_url, "KUBECONFIG": "/nonexistent", **(env or {})}
-    if token is not None:
-        base["AGENTENGINE_TOKEN"] = token
-    return subprocess.run(
-        [str(SCRIPT), *argv], env=base, input=stdin, capture_output=True, text=True, timeout=60
-    )
-
-
-def ok_json(platform: Platform, *argv: str, **kwargs: Any) -> Any:
-    done = run(platform, *argv, "-o", "json", **kwargs)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def wait_status(platform: Platform, execution_id: str, *wanted: str) -> dict[str, Any]:
