@@ -300,7 +300,7 @@ def run_point(platform: CrashPlatform, provider: RunningLedger, *, target: str, 
 def double_resume_trial(platform: CrashPlatform, provider: RunningLedger, *, trials: int) -> dict[str, int]:
     """Suspend `trials` executions, then send each two conflicting resumes at once (approved to one OE,
     rejected to the other where there are two): how many were accepted twice, and how often the charge ran."""
-    other_url = platform.oe_url if isinstance(platform, ReplicatedPlatform) else platform.client_url
+    other_url = _other_url(platform)
     runs = _suspended_runs(platform, provider, trials)
     both_accepted = 0
     for _, execution_id in runs:
@@ -326,7 +326,7 @@ def double_resume_trial(platform: CrashPlatform, provider: RunningLedger, *, tri
 def cancel_race_trial(platform: CrashPlatform, provider: RunningLedger, *, trials: int) -> dict[str, int]:
     """Suspend `trials` executions, then send a resume to one OE and a cancel to the other at once: a cancel
     answered 200 must leave the execution cancelled (a resume may come first, then the cancel wins)."""
-    other_url = platform.oe_url if isinstance(platform, ReplicatedPlatform) else platform.client_url
+    other_url = _other_url(platform)
     runs = _suspended_runs(platform, provider, trials)
     lost_cancels = 0
     charged_twice = 0
@@ -346,6 +346,14 @@ def cancel_race_trial(platform: CrashPlatform, provider: RunningLedger, *, trial
         charges = sum(1 for effect in provider.effects(order) if effect.key == f"{execution_id}:4")
         charged_twice += charges > 1
     return {"trials": trials, "lost_cancels": lost_cancels, "charged_twice": charged_twice}
+
+
+def _other_url(platform: CrashPlatform) -> str:
+    """Where the second request of a race goes: another replica (a third one where there are three)."""
+    named: str | None = getattr(platform, "other_url", None)
+    if named:
+        return named
+    return platform.oe_url if isinstance(platform, ReplicatedPlatform) else platform.client_url
 
 
 def _suspended_runs(platform: CrashPlatform, provider: RunningLedger, count: int) -> list[tuple[str, str]]:

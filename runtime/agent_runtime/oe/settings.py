@@ -10,6 +10,9 @@ STORE_TYPE_ENV = "OE_STORE_TYPE"
 SQLITE_PATH_ENV = "OE_SQLITE_PATH"
 MONGODB_URI_ENV = "OE_MONGODB_URI"
 MONGODB_DATABASE_ENV = "OE_MONGODB_DATABASE"
+POSTGRES_URL_ENV = "OE_POSTGRES_URL"  # from a Secret: it holds the password
+POSTGRES_POOL_SIZE_ENV = "OE_POSTGRES_POOL_SIZE"
+POSTGRES_STATEMENT_TIMEOUT_ENV = "OE_POSTGRES_STATEMENT_TIMEOUT_S"
 REGISTRATIONS_DIR_ENV = "OE_REGISTRATIONS_DIR"
 CLIENT_TOKEN_ENV = "OE_CLIENT_TOKEN"  # noqa: S105 - the variable's name
 CLIENT_TOKEN_FILE_ENV = "OE_CLIENT_TOKEN_FILE"  # noqa: S105
@@ -53,6 +56,9 @@ class OESettings:
     run_restarts: int = 3
     tool_pod_retry_s: float = 15.0
     client_auth: ClientAuthSettings | None = None
+    postgres_url: str | None = None
+    postgres_pool_size: int = 10
+    postgres_statement_timeout_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OESettings:
@@ -68,6 +74,9 @@ class OESettings:
             run_restarts=_count(env, RUN_RESTARTS_ENV, 3),
             tool_pod_retry_s=_seconds(env, TOOL_POD_RETRY_ENV, 15.0),
             client_auth=auth,
+            postgres_url=env.get(POSTGRES_URL_ENV, "").strip() or None,
+            postgres_pool_size=_count(env, POSTGRES_POOL_SIZE_ENV, 10),
+            postgres_statement_timeout_s=_seconds(env, POSTGRES_STATEMENT_TIMEOUT_ENV, 10.0),
         )
 
 

@@ -73,6 +73,7 @@ from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_con
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
+from agent_runtime.servers.oe_unavailable import EXCEPTION_HANDLERS
 from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grace_from_env
 
 logger = logging.getLogger(__name__)
@@ -594,7 +595,7 @@ def build_oe_app(
                 await hook()
             await engine.store.close()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
 
 
 async def _forever(work: Background) -> None:
@@ -631,6 +632,9 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         sqlite_path=settings.sqlite_path,
         mongodb_uri=settings.mongodb_uri,
         mongodb_database=settings.mongodb_database,
+        postgres_url=settings.postgres_url,
+        postgres_pool_size=settings.postgres_pool_size,
+        postgres_statement_timeout_s=settings.postgres_statement_timeout_s,
     )
     # An Agent's previous runtime token stays accepted for RUNTIME_TOKEN_GRACE_S after its registration
     # changed: its pods read the rotated Secret each at their own pace.

@@ -32,6 +32,7 @@ from agent_runtime.oe.store.base import (
 )
 from agent_runtime.oe.store.codec import decode_cursor, encode_cursor, encode_execution_changes, redact_uri
 from agent_runtime.oe.store.postgres_deliveries import PostgresDeliveries
+from agent_runtime.oe.store.postgres_ledger import PostgresLedger
 from agent_runtime.oe.store.postgres_schema import (
     MIGRATION_LOCK_KEY,
     SCHEMA_VERSION_TABLE,
@@ -47,6 +48,7 @@ DEFAULT_POOL_SIZE = 10
 DEFAULT_STATEMENT_TIMEOUT_S = 10.0
 # How long one call waits for a connection (pool exhausted, or the server gone) before it is unavailable.
 _ACQUIRE_TIMEOUT_S = 10.0
+_CONNECT_TIMEOUT_S = 5.0
 
 # What a lost, restarting or unreachable server looks like to asyncpg.
 _UNAVAILABLE = (
@@ -101,8 +103,8 @@ _REOPEN_STEP = (
 _DELETE_STEP = "DELETE FROM steps WHERE execution_id = $1 AND step = $2 AND state = 'in_progress'"
 _CLAIM_ONCE = "INSERT INTO claims (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
 _GET_CLAIM = "SELECT value FROM claims WHERE key = $1"
-_APPEND_AUDIT = "INSERT INTO audit (execution_id, record) VALUES ($1, $2)"
-_LIST_AUDIT = "SELECT record FROM audit WHERE execution_id = $1 ORDER BY id"
+# Records from before the chain (no seq) first, then the chain in seq order.
+_LIST_AUDIT = "SELECT record FROM audit WHERE execution_id = $1 ORDER BY seq NULLS FIRST, id"
 # One statement: the counter row's lock orders concurrent appends; the insert commits with the bump.
 _APPEND_EVENT = (
     "WITH next AS ("
@@ -141,7 +143,7 @@ def _step(fields: str) -> StepRecord:
     return StepRecord.model_validate_json(_assemble(fields))
 
 
-class PostgresStore(PostgresDeliveries):
+class PostgresStore(PostgresLedger, PostgresDeliveries):
     """`Store` over a PostgreSQL database; `dsn` may hold credentials and never appears in messages."""
 
     def __init__(
@@ -196,7 +198,9 @@ class PostgresStore(PostgresDeliveries):
                 self._dsn,
                 min_size=1,
                 max_size=self.pool_size,
-                command_timeout=self.statement_timeout_s + 5,
+                # The client's own limits: a partition that loses packets never answers the server's.
+                timeout=_CONNECT_TIMEOUT_S,
+                command_timeout=self.statement_timeout_s + 1,
                 server_settings={"statement_timeout": timeout_ms, "application_name": "agent-engine-oe"},
             )
         except _UNAVAILABLE as exc:
@@ -390,8 +394,7 @@ class PostgresStore(PostgresDeliveries):
 
     # audit log
 
-    async def append_audit(self, record: AuditRecord) -> None:
-        await self._execute(_APPEND_AUDIT, record.execution_id, record.model_dump_json())
+    # append_audit: PostgresLedger (the hash chain)
 
     async def list_audit(self, execution_id: str) -> list[AuditRecord]:
         rows = await self._fetch(_LIST_AUDIT, execution_id)

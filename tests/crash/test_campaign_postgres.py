@@ -1,0 +1,132 @@
+"""The crash campaign on three OE replicas over PostgreSQL (issue 35), asserted rather than reported:
+
+- at every kill point the replica doing the run's work is SIGKILLed and started again;
+- a cancel races a resume, and two conflicting resumes race, each on a different replica (`RACES` times:
+  20 in `make test`, 100 in `make crash`): no cancel answered 200 is lost, no decision is taken twice;
+- the AER's replica is cut off PostgreSQL mid-run (reset connections, then lost packets) and healed, and
+  PostgreSQL itself is SIGKILLed and restarted mid-run: every execution completes, no side effect runs
+  twice, and a client asking the cut-off replica meanwhile gets 503 with Retry-After, never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.crash.campaign import (
+    EXTRA_FIGURES,
+    POINTS,
+    TENANT,
+    Spawner,
+    cancel_race_trial,
+    double_resume_trial,
+    mechanism_figures,
+    run_point,
+    show_outputs,
+)
+from tests.crash.conftest import NO_MODEL
+from tests.crash.postgres_platform import RACES, PostgresReplicas
+from tests.integration.postgres import OE_PASSWORD, RunningPostgres, running_postgres
+from tests.peers.servers import PeerUnavailable
+from tests.providers.ledger_provider import RunningLedger
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[RunningPostgres]:
+    try:
+        with running_postgres() as server:
+            yield server
+    except PeerUnavailable as exc:
+        pytest.fail(f"{exc} (make test runs it)", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def platform(
+    tmp_path_factory: pytest.TempPathFactory,
+    spawner: Spawner,
+    provider: RunningLedger,
+    postgres: RunningPostgres,
+) -> Iterator[PostgresReplicas]:
+    dsn = postgres.new_database()
+    replicas = PostgresReplicas(
+        tmp=tmp_path_factory.mktemp("crash-postgres"),
+        spawn=spawner,
+        llm_base_url=NO_MODEL,
+        provider_url=provider.url,
+        tenant=TENANT,
+        postgres=postgres,
+        dsn_database=dsn.rsplit("/", 1)[1],
+    )
+    try:
+        yield replicas.start()
+        EXTRA_FIGURES.append(mechanism_figures(spawner, "postgres-3-replicas"))
+        answers = replicas.outage_answers
+        EXTRA_FIGURES.append(f"postgres-3-replicas: answers while the store was away: {answers}")
+    finally:
+        for proc in replicas.processes.values():
+            proc.stop(timeout=5)
+        replicas.stop()
+
+
+def _completed_once(platform: PostgresReplicas, provider: RunningLedger, *, target: str, point: str) -> None:
+    report = run_point(platform, provider, target=target, point=point)
+    assert report.error is None, f"{report.error}\n{show_outputs(platform)}"
+    assert report.duplicates == 0, report
+    assert report.status == "completed", f"{report}\n{show_outputs(platform)}"
+    assert (report.missing, report.told_failed) == ([], []), report
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_of_the_working_replica_at_every_point_runs_each_side_effect_once(
+    platform: PostgresReplicas, provider: RunningLedger, point: str
+) -> None:
+    _completed_once(platform, provider, target="oe", point=point)
+
+
+def test_conflicting_resumes_on_two_replicas_one_wins_every_time(
+    platform: PostgresReplicas, provider: RunningLedger
+) -> None:
+    figures = double_resume_trial(platform, provider, trials=RACES)
+    EXTRA_FIGURES.append(f"postgres-3-replicas: two conflicting resumes, one per replica, at once: {figures}")
+    assert figures["both_accepted"] == 0 and figures["duplicates"] == 0, figures
+    assert figures["charged_twice"] == 0 and figures["not_completed"] == 0, figures
+
+
+def test_a_cancel_racing_a_resume_on_two_replicas_is_never_lost(
+    platform: PostgresReplicas, provider: RunningLedger
+) -> None:
+    """PostgreSQL's compare-and-set is atomic across replicas: a cancel answered 200 leaves the execution
+    cancelled whatever the resume on the other replica did (asserted, where FerretDB v1 only reports)."""
+    figures = cancel_race_trial(platform, provider, trials=RACES)
+    EXTRA_FIGURES.append(f"postgres-3-replicas: a cancel and a resume at once, one per replica: {figures}")
+    assert figures["lost_cancels"] == 0 and figures["charged_twice"] == 0, figures
+
+
+@pytest.mark.parametrize("mode", ["drop", "blackhole"])
+@pytest.mark.parametrize("point", ["b2", "m3", "b5"])
+def test_the_working_replica_cut_off_postgres_then_healed_completes_once(
+    platform: PostgresReplicas, provider: RunningLedger, mode: str, point: str
+) -> None:
+    before = len(platform.outage_answers)
+    _completed_once(platform, provider, target=f"partition:{mode}", point=point)
+    (what, status, retry_after) = platform.outage_answers[before]
+    assert (what, status) == (f"partition:{mode}", 503), platform.outage_answers
+    assert retry_after is not None and int(retry_after) > 0
+
+
+@pytest.mark.parametrize("point", ["b3", "m4"])
+def test_postgres_killed_and_restarted_mid_run_completes_once(
+    platform: PostgresReplicas, provider: RunningLedger, point: str
+) -> None:
+    before = len(platform.outage_answers)
+    _completed_once(platform, provider, target="postgres", point=point)
+    (_, status, retry_after) = platform.outage_answers[before]
+    assert status == 503 and retry_after is not None, platform.outage_answers
+
+
+def test_no_process_log_holds_the_database_password(platform: PostgresReplicas) -> None:
+    assert platform.postgres is not None
+    logs = show_outputs(platform, limit=10**7)
+    assert OE_PASSWORD not in logs
+    assert OE_PASSWORD not in platform.postgres.log_tail()
