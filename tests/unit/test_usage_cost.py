@@ -72,3 +72,57 @@ def test_bad_prices_name_the_field() -> None:
         PriceTable.model_validate({"models": {"m": {"input": -1, "output": 1}}})
     with pytest.raises(ValidationError, match="currency"):
         PriceTable.model_validate({"currency": " "})
+
+
+def test_the_audit_keeps_token_usage_and_still_masks_tokens() -> None:
+    from agent_runtime.oe.audit import audit_value
+
+    message = {
+        "usage_metadata": {"input_tokens": 3, "output_tokens": 4, "input_token_details": {"cache_read": 1}},
+        "response_metadata": {
+            "token_usage": {"prompt_tokens": 3, "prompt_tokens_details": {"cached_tokens": 1}}
+        },
+        "access_token": "abc",
+        "api_key": "k",
+    }
+    kept = audit_value(message, secrets=())
+    assert kept["usage_metadata"] == message["usage_metadata"]
+    assert kept["response_metadata"]["token_usage"] == message["response_metadata"]["token_usage"]
+    assert kept["access_token"] == "[REDACTED]" and kept["api_key"] == "[REDACTED]"
+
+
+def test_usage_view_counts_each_model_step_once() -> None:
+    from agent_runtime.oe.store.base import AuditRecord
+    from agent_runtime.oe.usage_report import usage_view
+
+    def record(step: int, *, decision: str = "allow", from_cache: bool = False, cost: float | None = 0.5):
+        return AuditRecord(
+            execution_id="e",
+            step=step,
+            agent="a/b",
+            workspace_id="a.b",
+            kind="llm",
+            decision=decision,
+            from_cache=from_cache,
+            usage=Usage(input_tokens=10, output_tokens=5),
+            model="m",
+            cost=cost,
+            at=1.0,
+        )
+
+    records = [record(1), record(1, decision="joined"), record(2, from_cache=True), record(3, cost=None)]
+    view = usage_view(records, currency="EUR")
+    assert view is not None
+    assert (view["input_tokens"], view["output_tokens"], view["model_steps"]) == (20, 10, 2)
+    assert view["cost"] == 0.5 and view["unpriced_steps"] == 1 and view["currency"] == "EUR"
+    assert usage_view([], currency="USD") is None
+
+
+def test_prices_from_env_names_the_field() -> None:
+    from agent_runtime.oe.usage import prices_from_env
+
+    table = prices_from_env({"OE_PRICES": '{"models": {"m": {"input": 1, "output": 2}}}'})
+    assert table.price_of("m") == ModelPrice(input=1, output=2)
+    assert prices_from_env({}).models == {}
+    with pytest.raises(ValueError, match=r"OE_PRICES: models\.m\.output"):
+        prices_from_env({"OE_PRICES": '{"models": {"m": {"input": 1}}}'})

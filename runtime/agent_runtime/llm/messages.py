@@ -613,9 +613,9 @@ def _assemble(
     )
 
 
-def _usage_from_wire(usage: Any, *, where: str) -> dict[str, int]:
+def _usage_from_wire(usage: Any, *, where: str) -> dict[str, Any]:
     usage = _shape_mapping(usage, where=where)
-    counts = {}
+    counts: dict[str, Any] = {}
     for ours, theirs in (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
         value = usage.get(theirs, 0)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -625,6 +625,11 @@ def _usage_from_wire(usage: Any, *, where: str) -> dict[str, int]:
     if not isinstance(total, int) or isinstance(total, bool):
         raise ResponseShapeError(f"{where}.total_tokens", "must be an integer")
     counts["total_tokens"] = total
+    # Cached prompt tokens (a part of the input), where the provider reports them: billed at another price.
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
+        counts["input_token_details"] = {"cache_read": cached}
     return counts
 
 

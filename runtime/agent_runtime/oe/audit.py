@@ -17,6 +17,12 @@ _SECRET_FIELD = re.compile(
     r"(?i)(pass(word|wd|phrase)?|secret|token|api[-_]?key|apikey|auth(orization)?|credential|"
     r"private[-_]?key|session[-_]?key|cookie|signing[-_]?key)"
 )
+# Token counts are not credentials: a model's usage (`token_usage`, `usage_metadata`, `input_tokens`,
+# `prompt_tokens_details`...) stays readable in the audit.
+_USAGE_FIELD = re.compile(
+    r"(?i)^(token_usage|usage_metadata|(input|output|total|prompt|completion|cached|reasoning)_tokens"
+    r"(_details)?|(input|output)_token_details)$"
+)
 # The audit keeps what a reviewer needs, not whole payloads: a larger value becomes a size note.
 MAX_AUDIT_VALUE_BYTES = 16 * 1024
 
@@ -28,8 +34,7 @@ def redact_value(value: Any, *, secrets: Iterable[str]) -> Any:
     def walk(item: Any) -> Any:
         if isinstance(item, dict):
             return {
-                key: REDACTED if _SECRET_FIELD.search(str(key)) else walk(inner)
-                for key, inner in item.items()
+                key: REDACTED if _credential_named(str(key)) else walk(inner) for key, inner in item.items()
             }
         if isinstance(item, list | tuple):
             return [walk(inner) for inner in item]
@@ -38,6 +43,10 @@ def redact_value(value: Any, *, secrets: Iterable[str]) -> Any:
         return item
 
     return walk(value)
+
+
+def _credential_named(key: str) -> bool:
+    return bool(_SECRET_FIELD.search(key)) and not _USAGE_FIELD.match(key)
 
 
 def audit_value(value: Any, *, secrets: Iterable[str]) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 PER_TOKENS = 1_000_000
 DEFAULT_MODEL = "*"
@@ -80,6 +80,27 @@ class PriceTable(BaseModel):
         if other is None:
             return self
         return PriceTable(currency=other.currency, models={**self.models, **other.models})
+
+
+PRICES_ENV = "OE_PRICES"
+
+
+def prices_from_env(env: Mapping[str, str]) -> PriceTable:
+    """The OE's price table from `OE_PRICES` (JSON: `{"currency": "USD", "models": {name: {input, output,
+    cached}}}`, the chart's `pricing` value); an empty table when unset. A bad one names the field."""
+    raw = env.get(PRICES_ENV, "").strip()
+    if not raw:
+        return PriceTable()
+    try:
+        return PriceTable.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(document)"
+        raise ValueError(
+            f"{PRICES_ENV}: {where}: {first['msg']}; set the chart's pricing as "
+            '{"currency": "USD", "models": {"<model>": {"input": 2.5, "output": 10, "cached": 1.25}}} '
+            "(per million tokens)"
+        ) from None
 
 
 def cost(usage: Usage, model: str | None, prices: PriceTable) -> float | None:

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agent_runtime.console.app import console_enabled, mount_console
 from agent_runtime.contract import METRICS_PATH
 from agent_runtime.listen import json_edge_problem
 from agent_runtime.memory.scope import STATEMENT_HEADER
@@ -55,8 +56,10 @@ from agent_runtime.oe.engine import (
 )
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
-from agent_runtime.oe.store.base import Identity
+from agent_runtime.oe.store.base import ExecutionRecord, Identity
 from agent_runtime.oe.store.codec import decode_cursor
+from agent_runtime.oe.usage import prices_from_env
+from agent_runtime.oe.usage_report import usage_view
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
     OE_TOOL_EXECUTE_PATH,
@@ -247,6 +250,7 @@ def build_oe_app(
     background: Sequence[Background] = (),
     on_startup: Sequence[Background] = (),
     on_shutdown: Sequence[Background] = (),
+    console: bool = True,
 ) -> Starlette:
     """The OE app; `background` loops (registrations, watchdog) run for the server's life.
 
@@ -423,9 +427,17 @@ def build_oe_app(
             {"execution_id": record.execution_id, "status": record.status.value}, status_code=202
         )
 
+    async def with_usage(record: ExecutionRecord) -> dict[str, Any]:
+        """The client view with the execution's token usage and cost (summed from its audit)."""
+        view = client_view(record)
+        used = usage_view(await engine.store.list_audit(record.execution_id), currency=engine.prices.currency)
+        if used is not None:
+            view["usage"] = used
+        return view
+
     async def get_execution(request: Request) -> Response:
         record = await engine.get(request.path_params["execution_id"])
-        return JSONResponse(client_view(record))
+        return JSONResponse(await with_usage(record))
 
     async def list_executions(request: Request) -> Response:
         query = request.query_params
@@ -456,7 +468,7 @@ def build_oe_app(
             cursor=cursor,
         )
         return JSONResponse(
-            {"items": [client_view(item) for item in page.items], "next_cursor": page.next_cursor}
+            {"items": [await with_usage(item) for item in page.items], "next_cursor": page.next_cursor}
         )
 
     async def audit(request: Request) -> Response:
@@ -595,7 +607,11 @@ def build_oe_app(
                 await hook()
             await engine.store.close()
 
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
+    if console:
+        # The web UI (issue 30) under /console: every request it makes is a client request as above.
+        mount_console(app, engine=engine, auth=auth, namespaces=namespaces_known)
+    return app
 
 
 async def _forever(work: Background) -> None:
@@ -679,6 +695,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         run_restarts=settings.run_restarts,
         drain_settings=DrainCallerSettings.from_env(env),
         known_secrets=client_token.accepted if client_token is not None else tuple,
+        prices=prices_from_env(env),
     )
 
     async def watchdog() -> None:
@@ -694,4 +711,5 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         background=[source.run, watchdog, engine.drains.run],
         on_startup=[source.refresh],
         on_shutdown=[client_auth.aclose],
+        console=console_enabled(env),
     )
