@@ -123,6 +123,16 @@ class SuspendReply(BaseModel):
     payload: Any = None
     decision: Literal["approved", "rejected"]
     reviewer_notes: str | None = None
+    # The hold's kind (suspend, interrupt, breakpoint) and, for an approved interrupt, the reviewer's value.
+    kind: str = "suspend"
+    value: Any = None
+
+    def answer(self) -> dict[str, Any]:
+        """What the held step answers once decided: the decision, and an interrupt's value."""
+        out: dict[str, Any] = {"decision": self.decision, "reviewer_notes": self.reviewer_notes}
+        if self.kind == "interrupt":
+            out["value"] = self.value
+        return out
 
 
 class AERExecuteRequest(Request):
@@ -181,6 +191,7 @@ class ToolExecuteAnswer(BaseModel):
     """The OE's answer; exactly one of: a denial, a callback route, or a final outcome (OE-06).
 
     On a callback route, `args` (when set) are the arguments a reviewer approved: run the tool with them.
+    On a final outcome, `args` (when set) are the arguments the call ran with, a reviewer's edit.
     """
 
     step: int
@@ -246,6 +257,34 @@ class InvokeLLMRequest(Request):
     step: OptionalStep | None = None
 
 
+class ToolCallDelta(BaseModel):
+    """A piece of one tool call the model is writing: `id` and `name` come once, `arguments` in pieces."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class LLMDelta(BaseModel):
+    """One piece of a streamed model answer (the `llm_delta` event's data, and a line of `/invoke_llm`'s
+    NDJSON stream). Joined in `index` order the pieces give the final message: `text` its content,
+    `extra` its extra text fields (`reasoning_content`), `tool_calls` its calls' ids, names and argument
+    text. The last piece has `finish_reason` and `usage`; `from_cache` marks a replayed step's whole
+    message sent as one piece."""
+
+    step: int | None = None
+    index: int = 0
+    id: str | None = None
+    text: str = ""
+    extra: dict[str, str] = Field(default_factory=dict)
+    tool_calls: list[ToolCallDelta] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    last: bool = False
+    from_cache: bool = False
+
+
 class CallOutcome(BaseModel):
     """What the Tool Pod answers on `/execute` and `/invoke_llm`; the OE caches exactly this per step.
 
@@ -293,6 +332,8 @@ class ReviewDecision(BaseModel):
     decision: Literal["approved", "rejected"]
     reviewer_notes: str | None = Field(default=None, max_length=16_384)
     args: dict[str, Any] | None = None
+    # What a LangGraph interrupt() returns when approved (kind `interrupt` only; see oe/holds.py).
+    value: Any = None
 
 
 class WrappedResume(BaseModel):

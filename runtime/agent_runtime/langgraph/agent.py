@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,9 +26,15 @@ from pydantic_core import to_jsonable_python
 
 from agent_runtime.langgraph.checkpointer import CHECKPOINT_SQLITE_PATH_ENV, MONGODB_URI_ENV
 from agent_runtime.langgraph.messages import to_platform
+from agent_runtime.langgraph.native_holds import Hold, hold_record, hold_request, pending_hold, resume_value
 from agent_runtime.langgraph.steps import StepLedger
 from agent_runtime.langgraph.suspend import GraphRun, graph_run_scope
+from agent_runtime.langgraph.thread_recovery import discard_pending_tasks
+from agent_runtime.protocol import AGENT_SUSPEND, ToolExecuteRequest
+from agent_runtime.sdk.calls import resume_state
 from agent_runtime.sdk.context import RequestContext, current_run
+from agent_runtime.sdk.errors import SuspendRequested
+from agent_runtime.sdk.secure import confirm_replies
 
 INTERRUPT_KEY = "__interrupt__"
 
@@ -79,19 +86,66 @@ class LangGraphAgent:
         if context.resume and checkpointer is not None:
             ledger = await self._restored_ledger(checkpointer, config, thread_id=thread_id)
             graph_input = None
+        elif checkpointer is not None:
+            # A turn that failed left its pending task: discard it, or this turn would re-run it (issue 31).
+            await discard_pending_tasks(self.graph, config)
+        if context.resume and checkpointer is not None and ledger.holding is not None:
+            graph_input = await self._past_hold(config, ledger)
         run.step_source = ledger.allocate
-        with graph_run_scope(GraphRun(ledger=ledger, checkpointed=checkpointer is not None)):
+        scope = GraphRun(
+            ledger=ledger, checkpointed=checkpointer is not None, loop=asyncio.get_running_loop()
+        )
+        with graph_run_scope(scope):
             result = await self.graph.ainvoke(graph_input, config)
         if run.suspension is not None and run.platform_failure is None and checkpointer is not None:
             await self._save_ledger(checkpointer, config, ledger=ledger)
             raise run.suspension
+        if run.suspension is None and run.platform_failure is None and checkpointer is not None:
+            hold = pending_hold(await self.graph.aget_state(config))
+            if hold is not None:
+                await self._hold(checkpointer, config, ledger=ledger, hold=hold)
         if run.suspension is None and isinstance(result, Mapping) and result.get(INTERRUPT_KEY):
             raise UngovernedInterruptError(
-                "the graph stopped at a LangGraph interrupt that no governed call asked for; the platform "
-                "resumes only what the OE holds: ask for review with app.suspend(...) in a tool, mark the "
-                "tool sensitive=True, or name it in the Agent's requireApproval policy"
+                "the graph stopped at a LangGraph interrupt(), and a graph compiled without a checkpointer "
+                "cannot resume from one: compile it with checkpointer=app.checkpointer()"
             )
         return jsonable_state(result)
+
+    async def _hold(
+        self, checkpointer: BaseCheckpointSaver, config: dict[str, Any], *, ledger: StepLedger, hold: Hold
+    ) -> None:
+        """Have the OE hold the graph's own pause at a step of its own, then end the run SUSPENDED."""
+        run = current_run()
+        step = ledger.allocate()
+        request = hold_request(hold, execution_id=run.context.execution_id, step=step)
+        ledger.holding = hold_record(hold, step=step)
+        await self._save_ledger(checkpointer, config, ledger=ledger)
+        # The runner sends the pending step to the OE, which holds it, before it reports SUSPENDED.
+        raise SuspendRequested(hold.reason, hold.payload, step=step, tool=AGENT_SUSPEND, pending=request)
+
+    async def _past_hold(self, config: dict[str, Any], ledger: StepLedger) -> Any:
+        """The input that continues the graph past the hold the OE just had decided."""
+        holding = ledger.holding or {}
+        ledger.holding = None
+        run = current_run()
+        step = int(holding["step"])
+        state = resume_state()
+        reply = state.replies.get(step) if state is not None else None
+        if state is None or reply is None:
+            raise CheckpointMissingError(
+                f"resuming execution {run.context.execution_id!r}: the OE sent no decision for the graph's "
+                f"{holding.get('kind')} held at step {step}; start a new execution"
+            )
+        request = ToolExecuteRequest(
+            execution_id=run.context.execution_id, step=step, tool=AGENT_SUSPEND, args=holding["args"]
+        )
+        # The OE is told this run was given the decision before the run's next call (or its end).
+        state.unconfirmed.append((request, reply))
+        if reply.decision != "approved":
+            await confirm_replies(run)
+            await discard_pending_tasks(self.graph, config)
+            resume_value(holding, reply)  # raises HoldRejected
+        return resume_value(holding, reply)
 
     async def _restored_ledger(
         self, checkpointer: BaseCheckpointSaver, config: dict[str, Any], *, thread_id: str

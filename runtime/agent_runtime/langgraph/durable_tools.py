@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, create_model
 
-from agent_runtime.langgraph.suspend import surface_suspension
+from agent_runtime.langgraph.edited_calls import edit_update
+from agent_runtime.langgraph.suspend import current_graph_run, surface_suspension
+from agent_runtime.langgraph.sync_calls import run_from_worker_thread
 from agent_runtime.sdk.app import DEFAULT_TOOL_TIMEOUT_S, ToolSpec
 from agent_runtime.sdk.errors import (
     PlatformFailure,
@@ -30,16 +34,27 @@ from agent_runtime.sdk.errors import (
     ToolExecutionError,
 )
 from agent_runtime.sdk.input_schema import ToolDefinitionError
-from agent_runtime.sdk.secure import call_tool
+from agent_runtime.sdk.secure import call_tool_detailed
+from agent_runtime.sdk.tool_messages import TOOL_MESSAGE
 
 PLATFORM_FAILURE_PREFIX = "platform failure, this turn ends: "
 
 
 def tool_error_text(exc: ToolExecutionError | PolicyDeniedException) -> str:
-    """The text the model reads for a tool's own failure or a denial (the same as the SDK's tool loop)."""
+    """The text the model reads for a tool's own failure or a denial (the same as the SDK's tool loop);
+    a tool's own message (`ToolError`, `ToolException`) verbatim."""
     if isinstance(exc, PolicyDeniedException):
         return f"denied by policy: {exc.reason}"
+    if exc.error.category == TOOL_MESSAGE and exc.error.explanation:
+        return exc.error.explanation
     return f"error ({exc.error.category}): {exc.error.explanation}"
+
+
+_tool_call: ContextVar[Mapping[str, Any] | None] = ContextVar("agent_runtime_lc_tool_call", default=None)
+
+
+def _is_tool_call(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("type") == "tool_call" and "id" in value
 
 
 class GovernedTool(BaseTool):
@@ -62,10 +77,27 @@ class GovernedTool(BaseTool):
             args_schema=parameters,
         )
 
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        token = _tool_call.set(input if _is_tool_call(input) else None)
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _tool_call.reset(token)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        token = _tool_call.set(input if _is_tool_call(input) else None)
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            _tool_call.reset(token)
+
     def _run(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            f"tool {self.name!r} is governed by the OE and async only: call ainvoke (LangGraph's ToolNode "
-            "does in an async graph), not invoke"
+        # A sync node or a sync ToolNode: the call runs on the run's event loop (sync_calls.py).
+        run = current_graph_run()
+        return run_from_worker_thread(
+            lambda: self._arun(*args, **kwargs),
+            loop=run.loop if run is not None else None,
+            what=f"tool {self.name!r}.invoke",
         )
 
     async def _arun(
@@ -74,7 +106,7 @@ class GovernedTool(BaseTool):
         if args:
             raise ToolException(f"tool {self.name!r} takes named arguments only")
         try:
-            result = await call_tool(self.name, kwargs)
+            outcome = await call_tool_detailed(self.name, kwargs)
         except SuspendRequested as signal:
             surface_suspension(signal)
         except (ToolExecutionError, PolicyDeniedException) as exc:
@@ -82,7 +114,14 @@ class GovernedTool(BaseTool):
         except PlatformFailure as failure:
             # The run already refuses every later call and save; the text reaches no model (module doc).
             raise ToolException(PLATFORM_FAILURE_PREFIX + failure.message) from None
-        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        result = outcome.result
+        content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        call = _tool_call.get()
+        if call is not None and outcome.args != dict(call.get("args") or {}):
+            update = edit_update(call, content=content, executed=outcome.args, tool=self.name)
+            if update is not None:
+                return update
+        return content
 
 
 class LangChainToolSpec(ToolSpec):
@@ -113,8 +152,11 @@ def tool_spec_from_langchain(
     input_schema.pop("title", None)
     input_schema.setdefault("properties", {})
 
+    # The body is a copy taken before app.tool makes `tool` itself call through the OE (registered_tools.py).
+    original = tool.model_copy()
+
     async def body(**kwargs: Any) -> Any:
-        return await tool.ainvoke(kwargs)
+        return await original.ainvoke(kwargs)
 
     return LangChainToolSpec(
         name=tool.name,

@@ -34,7 +34,9 @@ from agent_runtime.langgraph.agent import LangGraphAgent, is_compiled_graph
 from agent_runtime.langgraph.checkpointer import checkpoint_settings
 from agent_runtime.langgraph.durable_tools import GovernedTool, tool_spec_from_langchain
 from agent_runtime.langgraph.llm_adapter import LangChainModelAdapter
+from agent_runtime.langgraph.model_keys import set_placeholder_keys
 from agent_runtime.langgraph.platform_checkpointer import PlatformCheckpointer
+from agent_runtime.langgraph.registered_tools import govern_in_place
 from agent_runtime.langgraph.secure_llm import GovernedChatModel
 from agent_runtime.langgraph.thread_id import ThreadIdResolver, resolve_thread_id
 from agent_runtime.sdk import app as base
@@ -77,6 +79,8 @@ class App(base.App):
         entry = self.entrypoint_function
         if entry is None:
             raise RuntimeError(f"app {self.name!r} has no @app.entrypoint")
+        if not context.construction:
+            set_placeholder_keys()  # the AER builds models it never sends with (model_keys.py)
         built = entry(context)
         if is_compiled_graph(built):
             return LangGraphAgent(built, thread_id=self.thread_id).ainvoke
@@ -122,11 +126,19 @@ class App(base.App):
         return GovernedChatModel(llm_id=llm_id, secure=secure)
 
     def tool(self, func: Any = None, **options: Any) -> Any:
-        """`@app.tool` for functions (see the base SDK), or `app.tool(langchain_tool, sensitive=..., ...)`."""
+        """`@app.tool` for functions (see the base SDK), or `app.tool(langchain_tool, sensitive=..., ...)`.
+
+        Returns the governed tool, a LangChain tool whose every call goes through the OE; a LangChain tool
+        passed in is itself made governed, so handing either to `create_react_agent` or `ToolNode` is safe.
+        """
         if isinstance(func, BaseTool):
             self._register_langchain_tool(func, **options)
-            return func
-        return super().tool(func, **options)
+            return govern_in_place(func, GovernedTool.from_schema(self._tools[func.name].schema()))
+        if func is None:
+            return lambda fn: self.tool(fn, **options)
+        super().tool(func, **options)
+        name = options.get("name") or func.__name__
+        return GovernedTool.from_schema(self._tools[name].schema())
 
     def _register_langchain_tool(
         self,

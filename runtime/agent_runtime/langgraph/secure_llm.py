@@ -23,7 +23,8 @@ from pydantic import ConfigDict, Field
 
 from agent_runtime.langgraph.messages import from_platform, to_platform_messages
 from agent_runtime.langgraph.stopped_tool_calls import complete_stopped_tool_calls
-from agent_runtime.langgraph.suspend import surface_suspension
+from agent_runtime.langgraph.suspend import current_graph_run, surface_suspension
+from agent_runtime.langgraph.sync_calls import run_from_worker_thread
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.secure import SecureWrappedLLM
 
@@ -92,9 +93,12 @@ class GovernedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        raise NotImplementedError(
-            f"model {self.llm_id!r} is governed by the OE and async only: call ainvoke (LangGraph does in "
-            "an async graph), not invoke"
+        # A sync node (LangGraph runs it in a worker thread): the call runs on the run's loop (sync_calls.py).
+        run = current_graph_run()
+        return run_from_worker_thread(
+            lambda: self._agenerate(messages, stop=stop, **kwargs),
+            loop=run.loop if run is not None else None,
+            what=f"model {self.llm_id!r}.invoke",
         )
 
     async def _agenerate(

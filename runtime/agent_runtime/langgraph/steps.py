@@ -43,6 +43,8 @@ class StepLedger:
         self._next = next_step
         self._reserved = {task: deque(steps) for task, steps in (reserved or {}).items()}
         self._taken: dict[str, list[int]] = {}
+        # The graph's own pause the OE holds (native_holds.py), for the resumed run to answer.
+        self.holding: dict[str, Any] | None = None
 
     @property
     def next_step(self) -> int:
@@ -67,7 +69,10 @@ class StepLedger:
         for task, left in self._reserved.items():
             # A task that has not run again (or not to the end) keeps what it had not yet taken back.
             tasks[task] = tasks.get(task, []) + list(left)
-        return {"execution_id": self.execution_id, "next_step": self._next, "tasks": tasks}
+        record: dict[str, Any] = {"execution_id": self.execution_id, "next_step": self._next, "tasks": tasks}
+        if self.holding is not None:
+            record["holding"] = self.holding
+        return record
 
     @classmethod
     def from_pending_writes(
@@ -85,11 +90,14 @@ class StepLedger:
         if best is None:
             return None
         tasks = best.get("tasks") if isinstance(best.get("tasks"), Mapping) else {}
-        return cls(
+        ledger = cls(
             execution_id=execution_id,
             next_step=int(best["next_step"]),
             reserved={str(task): [int(s) for s in steps] for task, steps in tasks.items()},
         )
+        holding = best.get("holding")
+        ledger.holding = dict(holding) if isinstance(holding, Mapping) else None
+        return ledger
 
     def write(self) -> tuple[str, list[tuple[str, Any]]]:
         """`(task_id, writes)` to save this ledger with a checkpoint via `put_writes`."""

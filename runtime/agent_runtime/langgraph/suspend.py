@@ -9,6 +9,7 @@ the resume re-runs the turn from the start against the OE's replay cache.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -27,6 +28,8 @@ class GraphRun:
 
     ledger: StepLedger
     checkpointed: bool
+    # The AER's event loop: a sync node's governed call runs there (sync_calls.py).
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 _graph_run: ContextVar[GraphRun | None] = ContextVar("agent_runtime_graph_run", default=None)

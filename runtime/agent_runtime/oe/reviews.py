@@ -1,6 +1,7 @@
 """Resume bodies (Decision 5, OE-15, OE-16) checked field by field, each problem named with its fix.
 
-The gateway route takes the flat `{decision, reviewer_notes?, args?}`; the OE's internal route takes the
+The gateway route takes the flat `{decision, reviewer_notes?, args?, value?}` (`value`: a LangGraph
+interrupt's resume value, oe/holds.py); the OE's internal route takes the
 same object wrapped as `{"human_review": {...}}`. Anything else is a 400 that names the field: a missing or
 non-string decision, a decision other than `approved` or `rejected`, a field the body does not have, or
 the other route's shape. Offending values are never echoed (a reviewer may paste anything).
@@ -13,7 +14,7 @@ from typing import Any
 from agent_runtime.protocol import ReviewDecision
 
 DECISIONS = ("approved", "rejected")
-REVIEW_FIELDS = ("decision", "reviewer_notes", "args")
+REVIEW_FIELDS = ("decision", "reviewer_notes", "args", "value")
 MAX_NOTES_CHARS = 16_384
 # A decision, a note and maybe a call's edited arguments; a larger body is a mistake.
 MAX_RESUME_BODY_BYTES = 1024 * 1024
@@ -73,7 +74,9 @@ def _review(value: Any, *, prefix: str) -> ReviewDecision:
         problem("args", f"must be an object of the call's edited arguments (or left out), got {_kind(args)}")
     if problems:
         raise ReviewBodyError(problems)
-    return ReviewDecision(decision=decision, reviewer_notes=notes, args=args)
+    # `value` (any JSON, null too) only when sent: the engine refuses it for holds other than an interrupt.
+    extra = {"value": value["value"]} if "value" in value else {}
+    return ReviewDecision(decision=decision, reviewer_notes=notes, args=args, **extra)
 
 
 def flat_review(body: Any) -> ReviewDecision:

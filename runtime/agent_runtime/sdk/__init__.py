@@ -6,7 +6,7 @@ from agent_runtime.sdk.app import DEFAULT_TOOL_TIMEOUT_S, App, ToolSpec
 from agent_runtime.sdk.calls import idempotency_key
 from agent_runtime.sdk.context import RequestContext, current_context
 from agent_runtime.sdk.entrypoint import EntrypointError, load_app, parse_entrypoint
-from agent_runtime.sdk.errors import PlatformFailure, PolicyDeniedException, ToolExecutionError
+from agent_runtime.sdk.errors import PlatformFailure, PolicyDeniedException, ToolError, ToolExecutionError
 from agent_runtime.sdk.input_schema import ToolDefinitionError
 from agent_runtime.sdk.loop import ToolLoopExhaustedError, tool_loop
 from agent_runtime.sdk.memory import (
@@ -38,6 +38,7 @@ __all__ = [
     "SecureToolWrapper",
     "SecureWrappedLLM",
     "ToolDefinitionError",
+    "ToolError",
     "ToolExecutionError",
     "ToolLoopExhaustedError",
     "ToolSpec",

@@ -33,6 +33,11 @@ def call_scope(execution_id: str | None, step: int | None) -> Iterator[None]:
         _call_var.reset(token)
 
 
+def current_call() -> tuple[str, int] | None:
+    """`(execution_id, step)` of the governed call whose body runs here, or None outside one."""
+    return _call_var.get()
+
+
 def idempotency_key() -> str:
     """`<execution_id>:<step>` of the tool call running here; RuntimeError outside a tool body."""
     call = _call_var.get()

@@ -31,6 +31,15 @@ class ToolExecutionError(Exception):
         self.error = error
 
 
+class ToolError(Exception):
+    """Raised by a tool body to tell the model something: its message reaches the model verbatim (after the
+    removal of known secret values). Any other exception a tool raises reaches the model as its type only."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = str(message)
+
+
 class PlatformFailure(BaseException):
     """The platform lost or refused a call's outcome; the turn ends FAILED and the model never sees it."""
 

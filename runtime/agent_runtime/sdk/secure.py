@@ -16,6 +16,7 @@ import logging
 import time
 import traceback
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -40,6 +41,7 @@ from agent_runtime.sdk.errors import (
     SuspendRequested,
     ToolExecutionError,
 )
+from agent_runtime.sdk.tool_messages import TOOL_MESSAGE, tool_message
 from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, call_tracker_var, run_tracked
 
 if TYPE_CHECKING:
@@ -145,7 +147,7 @@ async def confirm_replies(run: RunState) -> None:
                 return answer
 
             answer: ToolExecuteAnswer = await _guard(run, exchange())
-            expected = {"decision": reply.decision, "reviewer_notes": reply.reviewer_notes}
+            expected = reply.answer()
             if answer.status == "success" and answer.result == expected:
                 continue
             _raise_if_diverged(run, answer)
@@ -196,6 +198,14 @@ def _outcome(run: RunState, answer: ToolExecuteAnswer, *, tool: str) -> Any:
     return answer.result
 
 
+@dataclass(frozen=True)
+class ToolCallOutcome:
+    """A tool call's result and the arguments it ran with (a reviewer's edit, or those asked for)."""
+
+    result: Any
+    args: dict[str, Any]
+
+
 class SecureToolWrapper:
     """One tool as agent code and frameworks call it. `local` is the tool's body when it runs in the AER."""
 
@@ -205,12 +215,19 @@ class SecureToolWrapper:
 
     def ainvoke(self, args: Mapping[str, Any] | None = None) -> Call:
         """Start the call now (its step is taken here); await the result."""
+        return self._start(args, detailed=False)
+
+    def ainvoke_detailed(self, args: Mapping[str, Any] | None = None) -> Call:
+        """As `ainvoke`, but await `ToolCallOutcome`: the result and the arguments the call ran with."""
+        return self._start(args, detailed=True)
+
+    def _start(self, args: Mapping[str, Any] | None, *, detailed: bool) -> Call:
         run = _admit(f"calling tool {self.name!r}")
         arguments = _jsonable(dict(args or {}), what=f"the arguments of tool {self.name!r}")
         step = run.allocate_step()
-        return self._call(run, step=step, args=arguments)
+        return self._call(run, step=step, args=arguments, detailed=detailed)
 
-    async def _call(self, run: RunState, *, step: int, args: dict[str, Any]) -> Any:
+    async def _call(self, run: RunState, *, step: int, args: dict[str, Any], detailed: bool) -> Any:
         with step_scope(step):
             request = ToolExecuteRequest(
                 execution_id=run.context.execution_id, step=step, tool=self.name, args=args
@@ -218,11 +235,13 @@ class SecureToolWrapper:
             answer = await _ask(run, request)
             if not answer.proceed:
                 raise PolicyDeniedException(answer.reason or f"tool {self.name!r} was denied by policy")
+            # A reviewer may have approved the call with edited arguments: those are the ones that ran.
+            executed = answer.args if answer.args is not None else args
             if answer.route_to == "callback":
-                # A reviewer may have approved the call with edited arguments: those are the ones to run.
-                approved = answer.args if answer.args is not None else args
-                return await self._run_local(run, step=step, args=approved)
-            return _outcome(run, answer, tool=self.name)
+                result = await self._run_local(run, step=step, args=executed)
+            else:
+                result = _outcome(run, answer, tool=self.name)
+            return ToolCallOutcome(result=result, args=executed) if detailed else result
 
     async def _run_local(self, run: RunState, *, step: int, args: dict[str, Any]) -> Any:
         """Run the approved local body here and report its outcome before the agent sees it (OE-11)."""
@@ -309,6 +328,10 @@ class _LocalOutcome:
         return ToolExecutionError(error)
 
     async def raised(self, tool: str, exc: BaseException) -> ToolExecutionError:
+        told = tool_message(exc)
+        if told is not None:
+            # The tool meant this text for the model (ToolError, LangChain's ToolException).
+            return await self.fail(TOOL_MESSAGE, told)
         # The message may quote anything: only the type reaches the model and the OE, the log keeps the rest.
         logger.error(
             "local tool %s raised %s:\n%s", tool, type(exc).__name__, "".join(traceback.format_exception(exc))
@@ -378,6 +401,17 @@ def call_tool(
     name: str, args: Mapping[str, Any] | None = None, *, local_tools: Mapping[str, ToolSpec] | None = None
 ) -> Call:
     """Call any tool (local, remote tenant or connector) through the OE; local tools default to the run's."""
+    return _wrapper(name, local_tools).ainvoke(args)
+
+
+def call_tool_detailed(
+    name: str, args: Mapping[str, Any] | None = None, *, local_tools: Mapping[str, ToolSpec] | None = None
+) -> Call:
+    """As `call_tool`; await a `ToolCallOutcome` (the result and the arguments the call ran with)."""
+    return _wrapper(name, local_tools).ainvoke_detailed(args)
+
+
+def _wrapper(name: str, local_tools: Mapping[str, ToolSpec] | None) -> SecureToolWrapper:
     tools = local_tools if local_tools is not None else current_run().local_tools
     spec = tools.get(name)
-    return SecureToolWrapper(name, local=spec if spec is not None and spec.is_local else None).ainvoke(args)
+    return SecureToolWrapper(name, local=spec if spec is not None and spec.is_local else None)

@@ -52,6 +52,7 @@ from agent_runtime.sdk import PlatformFailure, RequestContext, ToolDefinitionErr
 from agent_runtime.sdk.calls import call_scope
 from agent_runtime.sdk.context import run_scope
 from agent_runtime.sdk.errors import SuspendRequested
+from agent_runtime.sdk.tool_messages import TOOL_MESSAGE, tool_message
 from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, run_tracked
 from agent_runtime.servers.drain import WorkRegistry
 from agent_runtime.servers.metrics import ToolMetrics
@@ -351,6 +352,10 @@ class ToolCallService:
                 status_code=classified.status_code,
             )
         target = self._routes.get(call.tool)
+        told = tool_message(exc) if isinstance(target, ToolSpec) else None
+        if told is not None:
+            # A tenant tool's ToolError (or LangChain ToolException): meant for the model, secrets removed.
+            return CallError(category=TOOL_MESSAGE, explanation=self.redactor.text(told))
         category = TOOL_ERROR if isinstance(target, ToolSpec) else INTERNAL
         # The message may quote anything (a provider body, a credential): only the type leaves the pod;
         # the log keeps the traceback with known secret values removed.
