@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from agent_runtime.cli import kubeconfig
 from agent_runtime.cli.errors import USAGE, CliError
 
 SERVER_ENV = "AGENTENGINE_SERVER"
@@ -65,6 +64,8 @@ def sends_token_in_clear(url: str) -> bool:
 
 def resolve(options: Options, environ: Mapping[str, str]) -> Target:
     """The target: --token, then AGENTENGINE_TOKEN, then the kubeconfig context's user."""
+    from agent_runtime.cli import kubeconfig  # here: it imports subprocess, which --help never needs
+
     server = server_url(options, environ)
     context = None
     token = options.token or environ.get(TOKEN_ENV) or None
