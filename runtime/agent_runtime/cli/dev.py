@@ -210,6 +210,7 @@ def _print_ready(stack: DevStack, *, seconds: float) -> None:
         f"  Tool Pod   {stack.url('tool')}",
         *([f"  Memory     {stack.url('memory')}"] if "memory" in stack.ports else []),
         f"  model      {model_line}",
+        f"  files      {stack.workdir} (logs, keys, SQLite; removed at exit)",
         f"ready in {seconds:.1f} s. In another terminal:",
         f"  export {SERVER_ENV}={stack.oe_url} {TOKEN_ENV}={stack.client_token}",
         f"  agentengine invoke {project.agent} --text 'hello' --follow",

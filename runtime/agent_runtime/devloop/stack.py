@@ -144,7 +144,10 @@ class DevStack:
     def _model_settings(self) -> ModelSettings:
         model = self.options.model
         url = model.url or f"http://127.0.0.1:{self.ports['model']}/v1"
-        return ModelSettings(base_url=url, model=model.name, key_env=model.key_env)
+        # The key's variable is the Agent's one LLM credential, as spec.llm.credentials would route it.
+        return ModelSettings(
+            base_url=url, model=model.name, key_env=model.key_env, credential_names=(model.key_env,)
+        )
 
     def _component_env(self, mode: RunnerMode) -> dict[str, str]:
         """The environment the operator would render for `mode`, with this run's paths and addresses."""
