@@ -76,6 +76,7 @@ from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_con
 from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
+from agent_runtime.servers.oe_openapi import OPENAPI_PATH, openapi_json
 from agent_runtime.servers.oe_unavailable import EXCEPTION_HANDLERS
 from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grace_from_env
 
@@ -553,6 +554,9 @@ def build_oe_app(
         metrics.execution_finished(record.status.value)
         return JSONResponse({"accepted": True, "status": record.status.value})
 
+    async def openapi_endpoint(_: Request) -> Response:
+        return Response(openapi_json(), media_type="application/json")
+
     async def metrics_endpoint(_: Request) -> Response:
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
@@ -584,6 +588,8 @@ def build_oe_app(
         Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),
         *health_routes(readiness),
         Route(METRICS_PATH, metrics_endpoint, methods=["GET"]),
+        # The client API's description: public, like the probes (it holds no data, only shapes).
+        Route(OPENAPI_PATH, openapi_endpoint, methods=["GET"]),
     ]
 
     @contextlib.asynccontextmanager
