@@ -230,8 +230,9 @@ class DevStack:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if not child.alive():
+                hint = _SECRET_HINT if name in ("tool", "aer") and "secret" in child.tail() else ""
                 raise DevError(
-                    f"{_TITLES[name]} exited with {child.popen.returncode}: {_last_error(child.tail())}"
+                    f"{_TITLES[name]} exited with {child.popen.returncode}: {_last_error(child.tail())}{hint}"
                 )
             try:
                 if httpx.get(f"{self.url(name)}{path}", timeout=1).status_code == 200:
