@@ -45,6 +45,7 @@ from agent_runtime.oe.store.codec import (
     redact_uri,
 )
 from agent_runtime.oe.store.mongo_deliveries import MongoDeliveries
+from agent_runtime.oe.store.mongo_ledger import MongoLedger
 from agent_runtime.protocol import CallOutcome
 
 Document = dict[str, Any]
@@ -92,7 +93,7 @@ def _step_record(doc: Document) -> StepRecord:
     return StepRecord.model_validate(doc)
 
 
-class MongoStore(MongoDeliveries):
+class MongoStore(MongoLedger, MongoDeliveries):
     """`Store` over a MongoDB database; `uri` may hold credentials and never appears in messages."""
 
     def __init__(self, uri: str, database: str) -> None:
@@ -155,6 +156,7 @@ class MongoStore(MongoDeliveries):
             [("execution_id", ASCENDING), ("seq", ASCENDING)], name="execution_seq", unique=True
         )
         await self._create_delivery_indexes()
+        await self._create_ledger_indexes()
 
     async def close(self) -> None:
         client, self._client, self._db = self._client, None, None
@@ -313,14 +315,15 @@ class MongoStore(MongoDeliveries):
 
     # audit log
 
-    async def append_audit(self, record: AuditRecord) -> None:
-        # The client-made ObjectId `_id` grows with each insert from one process: it is the append order.
-        await self._col("audit").insert_one(
-            {"execution_id": record.execution_id, "record": record.model_dump_json()}
-        )
+    # append_audit: MongoLedger (the hash chain; `_id` is `<execution_id>:<seq>`)
 
     async def list_audit(self, execution_id: str) -> list[AuditRecord]:
-        found = self._col("audit").find({"execution_id": execution_id}).sort("_id", ASCENDING)
+        # Chained records by seq; records from before the chain (ObjectId `_id`, no seq) sort first.
+        found = (
+            self._col("audit")
+            .find({"execution_id": execution_id})
+            .sort([("seq", ASCENDING), ("_id", ASCENDING)])
+        )
         return [AuditRecord.model_validate_json(doc["record"]) async for doc in found]
 
     # events
@@ -347,10 +350,14 @@ class MongoStore(MongoDeliveries):
                     continue
         raise RuntimeError(f"could not append an event to {execution_id} after {_MAX_SEQ_ATTEMPTS} attempts")
 
-    async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]:
+    async def list_events(
+        self, execution_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
         found = (
             self._col("events")
             .find({"execution_id": execution_id, "seq": {"$gt": after_seq}})
             .sort("seq", ASCENDING)
         )
+        if limit is not None:
+            found = found.limit(limit)
         return [EventRecord.model_validate_json(doc["record"]) async for doc in found]

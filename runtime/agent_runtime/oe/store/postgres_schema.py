@@ -14,6 +14,8 @@ columns that are compared or indexed (status, agent, created_at, a step's state)
 
 from __future__ import annotations
 
+from agent_runtime.oe.store.postgres_ledger import LEDGER_MIGRATION
+
 SCHEMA_VERSION_TABLE = "oe_schema_version"
 # Any constant shared by every OE: the key of the advisory lock migrations run under.
 MIGRATION_LOCK_KEY = 0x0E5C_4E3A
@@ -87,6 +89,8 @@ MIGRATIONS: tuple[str, ...] = (
         version INTEGER NOT NULL
     );
     """,
+    # 3: the audit's hash chain and its signed heads, usage counters, rate-limit slots (issue 34)
+    LEDGER_MIGRATION,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

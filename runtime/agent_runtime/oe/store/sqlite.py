@@ -30,6 +30,7 @@ from agent_runtime.oe.store.base import (
 )
 from agent_runtime.oe.store.codec import decode_cursor, encode_cursor, encode_execution_changes
 from agent_runtime.oe.store.sqlite_deliveries import DELIVERY_SCHEMA, SqliteDeliveries
+from agent_runtime.oe.store.sqlite_ledger import LEDGER_SCHEMA, SqliteLedger
 from agent_runtime.protocol import CallOutcome
 
 T = TypeVar("T")
@@ -107,7 +108,6 @@ _DELETE_STEP = (
 )
 _CLAIM_ONCE = "INSERT INTO claims (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
 _GET_CLAIM = "SELECT value FROM claims WHERE key = ?"
-_APPEND_AUDIT = "INSERT INTO audit (execution_id, record) VALUES (?, ?)"
 _LIST_AUDIT = "SELECT record FROM audit WHERE execution_id = ? ORDER BY id"
 # One statement, so reading the last seq and inserting the next one cannot interleave with another writer.
 _APPEND_EVENT = (
@@ -116,7 +116,7 @@ _APPEND_EVENT = (
     "FROM (SELECT coalesce(max(seq), 0) + 1 AS seq FROM events WHERE execution_id = ?1) AS next "
     "RETURNING seq"
 )
-_LIST_EVENTS = "SELECT record FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq"
+_LIST_EVENTS = "SELECT record FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 
 
 def _placeholders(n: int) -> str:
@@ -158,7 +158,7 @@ def _list_sql(*, by_agent: bool, by_project: bool, n_projects: int, by_status: b
     return f"SELECT record FROM executions {clause}ORDER BY created_at DESC, execution_id DESC LIMIT ?"  # noqa: S608 (fixed fragments only)
 
 
-class SqliteStore(SqliteDeliveries):
+class SqliteStore(SqliteLedger, SqliteDeliveries):
     """`Store` over one SQLite file; calls are serialized on one worker thread, never blocking the loop."""
 
     def __init__(self, path: str | Path) -> None:
@@ -197,6 +197,7 @@ class SqliteStore(SqliteDeliveries):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(_SCHEMA)
             conn.executescript(DELIVERY_SCHEMA)
+            conn.executescript(LEDGER_SCHEMA)
         except BaseException:
             conn.close()
             raise
@@ -392,8 +393,7 @@ class SqliteStore(SqliteDeliveries):
 
     # audit log
 
-    async def append_audit(self, record: AuditRecord) -> None:
-        await self._run(self._execute, _APPEND_AUDIT, (record.execution_id, record.model_dump_json()))
+    # append_audit: SqliteLedger (the hash chain)
 
     async def list_audit(self, execution_id: str) -> list[AuditRecord]:
         rows = await self._run(self._fetchall, _LIST_AUDIT, (execution_id,))
@@ -409,8 +409,13 @@ class SqliteStore(SqliteDeliveries):
         assert row is not None  # INSERT ... SELECT of an aggregate always yields one row
         return record.model_copy(update={"seq": int(row[0])})
 
-    async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]:
-        rows = await self._run(self._fetchall, _LIST_EVENTS, (execution_id, after_seq))
+    async def list_events(
+        self, execution_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        # LIMIT -1 is SQLite's "no limit".
+        rows = await self._run(
+            self._fetchall, _LIST_EVENTS, (execution_id, after_seq, -1 if limit is None else limit)
+        )
         return [EventRecord.model_validate_json(row[0]) for row in rows]
 
 
