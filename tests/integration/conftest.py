@@ -32,3 +32,13 @@ def oe_postgres() -> Iterator[RunningPostgres]:
             yield server
     except PeerUnavailable as exc:
         pytest.fail(f"{exc} (make test runs it)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def ferretdb_pg_uri(oe_postgres: RunningPostgres) -> Iterator[str]:
+    """A FerretDB on its PostgreSQL backend (the session's PostgreSQL, a database of its own)."""
+    try:
+        with running_ferretdb(postgresql_url=oe_postgres.new_database()) as uri:
+            yield uri
+    except FerretDBUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -1,4 +1,5 @@
-"""FerretDB v1 on loopback for tests and benchmarks: the MongoDB wire protocol over its SQLite backend.
+"""FerretDB v1 on loopback for tests and benchmarks: the MongoDB wire protocol over its SQLite backend, or
+over PostgreSQL (`postgresql_url`: its PostgreSQL backend, which runs each command in transactions).
 
 `build_ferretdb()` runs tests/integration/build_ferretdb.sh (a no-op once the binary is cached) and
 returns the binary; `running_ferretdb()` starts one server in a temp dir and yields its MongoDB URI.
@@ -40,17 +41,24 @@ def build_ferretdb() -> Path:
 
 
 @contextlib.contextmanager
-def running_ferretdb(*, binary: Path | None = None, timeout: float = 30.0) -> Iterator[str]:
-    """Start FerretDB on 127.0.0.1 with its data, state and log in one temp dir; yield its URI; stop it."""
+def running_ferretdb(
+    *, binary: Path | None = None, timeout: float = 30.0, postgresql_url: str | None = None
+) -> Iterator[str]:
+    """Start FerretDB on 127.0.0.1 with its data (SQLite; or in PostgreSQL at `postgresql_url`), state and
+    log in one temp dir; yield its URI; stop it."""
     binary = binary or build_ferretdb()
     with tempfile.TemporaryDirectory(prefix="ferretdb-") as tmp:
         data_dir = Path(tmp) / "data"
         data_dir.mkdir()
         port = free_port()
+        backend = (
+            ["--handler=postgresql", f"--postgresql-url={postgresql_url}"]
+            if postgresql_url
+            else ["--handler=sqlite", f"--sqlite-url=file:{data_dir}/"]
+        )
         argv = [
             str(binary),
-            "--handler=sqlite",
-            f"--sqlite-url=file:{data_dir}/",
+            *backend,
             f"--listen-addr=127.0.0.1:{port}",
             f"--state-dir={tmp}",
             "--debug-addr=-",  # no metrics/pprof listener: nothing else takes a port

@@ -13,6 +13,7 @@ MONGODB_DATABASE_ENV = "OE_MONGODB_DATABASE"
 POSTGRES_URL_ENV = "OE_POSTGRES_URL"  # from a Secret: it holds the password
 POSTGRES_POOL_SIZE_ENV = "OE_POSTGRES_POOL_SIZE"
 POSTGRES_STATEMENT_TIMEOUT_ENV = "OE_POSTGRES_STATEMENT_TIMEOUT_S"
+REPLICAS_ENV = "OE_REPLICAS"  # how many OEs share the store (the chart renders oe.replicas)
 REGISTRATIONS_DIR_ENV = "OE_REGISTRATIONS_DIR"
 CLIENT_TOKEN_ENV = "OE_CLIENT_TOKEN"  # noqa: S105 - the variable's name
 CLIENT_TOKEN_FILE_ENV = "OE_CLIENT_TOKEN_FILE"  # noqa: S105
@@ -59,6 +60,7 @@ class OESettings:
     postgres_url: str | None = None
     postgres_pool_size: int = 10
     postgres_statement_timeout_s: float = 10.0
+    replicas: int = 1
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OESettings:
@@ -77,6 +79,7 @@ class OESettings:
             postgres_url=env.get(POSTGRES_URL_ENV, "").strip() or None,
             postgres_pool_size=_count(env, POSTGRES_POOL_SIZE_ENV, 10),
             postgres_statement_timeout_s=_seconds(env, POSTGRES_STATEMENT_TIMEOUT_ENV, 10.0),
+            replicas=max(1, _count(env, REPLICAS_ENV, 1)),
         )
 
 

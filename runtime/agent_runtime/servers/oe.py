@@ -657,6 +657,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         postgres_url=settings.postgres_url,
         postgres_pool_size=settings.postgres_pool_size,
         postgres_statement_timeout_s=settings.postgres_statement_timeout_s,
+        replicas=settings.replicas,
     )
     # An Agent's previous runtime token stays accepted for RUNTIME_TOKEN_GRACE_S after its registration
     # changed: its pods read the rotated Secret each at their own pace.

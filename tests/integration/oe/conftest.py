@@ -12,7 +12,7 @@ from agent_runtime.oe.store import MongoStore, PostgresStore, SqliteStore, Store
 from tests.integration.stores import Backend
 
 
-@pytest.fixture(params=["sqlite", "mongodb", "postgres"])
+@pytest.fixture(params=["sqlite", "mongodb", "mongodb-on-postgres", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend[Store]:
     if request.param == "sqlite":
         path = tmp_path / "state" / "oe.db"  # a parent directory the store must create
@@ -20,6 +20,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend[Store]:
     if request.param == "postgres":
         dsn = request.getfixturevalue("oe_postgres").new_database()
         return Backend("postgres", lambda: PostgresStore(dsn))
-    uri = request.getfixturevalue("ferretdb_uri")
+    uri = request.getfixturevalue("ferretdb_pg_uri" if request.param.endswith("postgres") else "ferretdb_uri")
     database = f"oe_{uuid.uuid4().hex}"
-    return Backend("mongodb", lambda: MongoStore(uri, database))
+    return Backend(request.param, lambda: MongoStore(uri, database))

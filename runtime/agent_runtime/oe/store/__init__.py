@@ -62,14 +62,21 @@ def open_store(
     postgres_url: str | None = None,
     postgres_pool_size: int = 10,
     postgres_statement_timeout_s: float = 10.0,
+    replicas: int = 1,
 ) -> Store:
     """The store the settings name, not opened yet (`await store.open()`); a ValueError names what to fix.
 
     Settings: `OE_STORE_TYPE` (sqlite | mongodb | postgres), `OE_SQLITE_PATH`, `OE_MONGODB_URI`,
-    `OE_MONGODB_DATABASE`, `OE_POSTGRES_URL`, `OE_POSTGRES_POOL_SIZE`, `OE_POSTGRES_STATEMENT_TIMEOUT_S`.
+    `OE_MONGODB_DATABASE`, `OE_POSTGRES_URL`, `OE_POSTGRES_POOL_SIZE`, `OE_POSTGRES_STATEMENT_TIMEOUT_S`,
+    and `OE_REPLICAS` (how many OEs share the store: SQLite takes one, FerretDB v1 one).
     """
     kind = (store_type or "").strip().lower()
     if kind == "sqlite":
+        if replicas > 1:
+            raise ValueError(
+                f"OE_REPLICAS={replicas} with OE_STORE_TYPE=sqlite: the SQLite store is one file for one OE; "
+                "set OE_STORE_TYPE=postgres for several replicas"
+            )
         if not sqlite_path or not sqlite_path.strip():
             raise ValueError("OE_STORE_TYPE=sqlite needs OE_SQLITE_PATH: the database file, e.g. /data/oe.db")
         return SqliteStore(sqlite_path.strip())
@@ -88,7 +95,7 @@ def open_store(
             raise ValueError(
                 f"OE_MONGODB_DATABASE must be 1 to 63 letters, digits, '_' or '-', got {mongodb_database!r}"
             )
-        return MongoStore(uri, database)
+        return MongoStore(uri, database, replicas=replicas)
     if kind == "postgres":
         url = (postgres_url or "").strip()
         if not url:

@@ -46,6 +46,7 @@ from agent_runtime.oe.store.codec import (
 )
 from agent_runtime.oe.store.mongo_deliveries import MongoDeliveries
 from agent_runtime.oe.store.mongo_ledger import MongoLedger
+from agent_runtime.oe.store.replicas import ferretdb_refusal
 from agent_runtime.protocol import CallOutcome
 
 Document = dict[str, Any]
@@ -96,9 +97,10 @@ def _step_record(doc: Document) -> StepRecord:
 class MongoStore(MongoLedger, MongoDeliveries):
     """`Store` over a MongoDB database; `uri` may hold credentials and never appears in messages."""
 
-    def __init__(self, uri: str, database: str) -> None:
+    def __init__(self, uri: str, database: str, *, replicas: int = 1) -> None:
         self._uri = uri
         self.database = database
+        self.replicas = replicas  # how many OEs share the database: refused above one on FerretDB v1
         self._client: AsyncMongoClient[Document] | None = None
         self._db: AsyncDatabase[Document] | None = None
         # Per-process write serialization (see the module docstring); entries go when no call holds them.
@@ -135,6 +137,9 @@ class MongoStore(MongoLedger, MongoDeliveries):
             )
         self._client, self._db = client, client[self.database]
         try:
+            refusal = ferretdb_refusal(await self._db.command("buildInfo"), replicas=self.replicas)
+            if refusal:
+                raise ValueError(refusal)
             await self._create_indexes()
         except BaseException:
             await self.close()
