@@ -178,6 +178,8 @@ class ToolExecuteRequest(Request):
     # LLM calls: the tool schemas offered to the model and per-call options (temperature, ...).
     tools: list[dict[str, Any]] | None = None
     options: dict[str, Any] | None = None
+    # LLM calls: the agent streams this call (`astream`), so the OE publishes its deltas.
+    stream: bool = False
 
     @property
     def is_llm(self) -> bool:
@@ -304,6 +306,10 @@ class CallOutcome(BaseModel):
 # Client -> OE ---------------------------------------------------------------------------------------------
 
 
+# LangGraph's stream modes a client may ask for (`stream_mode` on /invoke, as LangGraph's server takes it).
+StreamMode = Literal["values", "updates", "messages", "custom"]
+
+
 class InvokeRequest(Request):
     """`POST /invoke`: run one Agent (`<namespace>/<name>`) on `input`."""
 
@@ -312,6 +318,16 @@ class InvokeRequest(Request):
     session_id: str | None = Field(default=None, max_length=256)
     user_id: str | None = Field(default=None, max_length=256)
     org_id: str | None = Field(default=None, max_length=256)
+    # Streaming (issue 32): the model's tokens as `llm_delta` events; LangGraph's stream modes as events
+    # of those names; `step_results: false` keeps results out of `step_finished` events.
+    stream: bool = False
+    stream_mode: list[StreamMode] | StreamMode | None = None
+    step_results: bool = True
+
+    def stream_modes(self) -> list[str]:
+        """The stream modes asked for, once each, in the order given."""
+        modes = [self.stream_mode] if isinstance(self.stream_mode, str) else list(self.stream_mode or ())
+        return list(dict.fromkeys(modes))
 
 
 class MemoryExportRequest(BaseModel):

@@ -98,14 +98,31 @@ def _base64_cores(data: bytes) -> set[str]:
     return cores
 
 
+def _form_chars(secret: str) -> list[tuple[str, list[str]]]:
+    """(literal, one regex per character) of each form: the raw value, each base64 core, the hex."""
+    data = secret.encode("utf-8")
+    forms = [(secret, [_char(c) for c in secret])]
+    for core in sorted(_base64_cores(data)):
+        forms.append((core, [_char(c, base64_alphabet=True) for c in core]))
+    forms += [(data.hex(), list(data.hex())), (data.hex().upper(), list(data.hex().upper()))]
+    return forms
+
+
 def _form_patterns(secret: str) -> list[tuple[str, str]]:
     """(literal, regex) of each form: the raw value, one per base64 core (both alphabets), the hex."""
-    data = secret.encode("utf-8")
-    forms = [(secret, "".join(_char(c) for c in secret))]
-    for core in sorted(_base64_cores(data)):
-        forms.append((core, "".join(_char(c, base64_alphabet=True) for c in core)))
-    forms += [(data.hex(), data.hex()), (data.hex().upper(), data.hex().upper())]
-    return forms
+    return [(literal, "".join(chars)) for literal, chars in _form_chars(secret)]
+
+
+# The start of an escape an encoder may still be writing when a stream is cut (`%2`, `\\u00`, `&am`).
+_PARTIAL_ESCAPE = r"(?:%[0-9A-Fa-f]?|\\(?:u[0-9A-Fa-f]{0,3})?|&#?[A-Za-z0-9]{0,5})"
+
+
+def _prefix_pattern(chars: list[str]) -> str:
+    """A regex for any proper prefix of a form, possibly ending in half an escape: `c1(?:c2(?:...)?)?`."""
+    pattern = ""
+    for char in reversed(chars[:-1]):
+        pattern = f"(?:{char}{f'(?:{pattern})?' if pattern else ''}|{_PARTIAL_ESCAPE})"
+    return pattern
 
 
 _MIN_ANCHOR = 4
@@ -122,17 +139,25 @@ def _anchor(literal: str) -> str | None:
 class _Secret:
     """One value's forms: the anchors that pre-filter a text, the pattern that finds them."""
 
-    __slots__ = ("anchors", "bytes_anchors", "bytes_pattern", "pattern")
+    __slots__ = ("_chars", "_prefix", "anchors", "bytes_anchors", "bytes_pattern", "pattern")
 
     def __init__(self, secret: str) -> None:
-        forms = sorted(_form_patterns(secret), key=lambda form: len(form[0]), reverse=True)
+        forms = sorted(_form_chars(secret), key=lambda form: len(form[0]), reverse=True)
         anchors = [_anchor(literal) for literal, _ in forms]
         # None when a form has no anchor: then every text is a candidate.
         self.anchors = None if None in anchors else tuple(sorted(set(anchors)))  # type: ignore[arg-type]
         self.bytes_anchors = None if self.anchors is None else tuple(a.encode() for a in self.anchors)
-        source = "|".join(pattern for _, pattern in forms)
+        source = "|".join("".join(chars) for _, chars in forms)
         self.pattern = re.compile(source)
         self.bytes_pattern = re.compile(source.encode("utf-8"))
+        self._chars = [chars for _, chars in forms]
+        self._prefix: re.Pattern[str] | None = None
+
+    def prefix(self) -> re.Pattern[str]:
+        """A text's tail that may be the start of a form (compiled on first use: only streams need it)."""
+        if self._prefix is None:
+            self._prefix = re.compile("(?:" + "|".join(_prefix_pattern(c) for c in self._chars) + r")\Z")
+        return self._prefix
 
     def may_be_in(self, text: str) -> bool:
         return self.anchors is None or any(anchor in text for anchor in self.anchors)
@@ -174,6 +199,29 @@ class Redactor:
             if data and held.may_be_in_bytes(data):
                 data = held.bytes_pattern.sub(REDACTED.encode(), data)
         return data
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the forms of the secrets occur in `text` (start, end), in no particular order."""
+        return [
+            match.span()
+            for held in self._held
+            if text and held.may_be_in(text)
+            for match in held.pattern.finditer(text)
+        ]
+
+    def unsafe_tail(self, text: str) -> int:
+        """Where the tail of `text` that may be the start of a secret begins (`len(text)`: none may be).
+
+        A stream must hold that tail back until more text shows whether the secret follows."""
+        window = self.longest
+        base = max(0, len(text) - window)
+        tail = text[base:]
+        start = len(text)
+        for held in self._held:
+            match = held.prefix().search(tail)
+            if match is not None:
+                start = min(start, base + match.start())
+        return start
 
     def found(self, text: str) -> bool:
         """True when `text` holds any form of any secret."""

@@ -27,9 +27,10 @@ from pydantic_core import to_jsonable_python
 from agent_runtime.langgraph.checkpointer import CHECKPOINT_SQLITE_PATH_ENV, MONGODB_URI_ENV
 from agent_runtime.langgraph.messages import to_platform
 from agent_runtime.langgraph.native_holds import Hold, hold_record, hold_request, pending_hold, resume_value
+from agent_runtime.langgraph.node_logger import node_log_config
 from agent_runtime.langgraph.steps import StepLedger
 from agent_runtime.langgraph.suspend import GraphRun, graph_run_scope
-from agent_runtime.langgraph.thread_recovery import discard_pending_tasks
+from agent_runtime.langgraph.thread_recovery import discard_pending_tasks, recovered_input
 from agent_runtime.protocol import AGENT_SUSPEND, ToolExecuteRequest
 from agent_runtime.sdk.calls import resume_state
 from agent_runtime.sdk.context import RequestContext, current_run
@@ -80,6 +81,7 @@ class LangGraphAgent:
         context = run.context
         thread_id = self._thread_id(context)
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+        config.update(node_log_config(context.execution_id))  # LG-16: each node in the execution log
         checkpointer = graph_checkpointer(self.graph)
         ledger = StepLedger(execution_id=context.execution_id)
         graph_input = value
@@ -87,8 +89,8 @@ class LangGraphAgent:
             ledger = await self._restored_ledger(checkpointer, config, thread_id=thread_id)
             graph_input = None
         elif checkpointer is not None:
-            # A turn that failed left its pending task: discard it, or this turn would re-run it (issue 31).
-            await discard_pending_tasks(self.graph, config)
+            # A failed turn may have left tool calls unanswered: say they stopped (thread_recovery.py).
+            graph_input = await recovered_input(self.graph, config, value)
         if context.resume and checkpointer is not None and ledger.holding is not None:
             graph_input = await self._past_hold(config, ledger)
         run.step_source = ledger.allocate

@@ -16,6 +16,18 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 STOPPED_TEXT = "this tool call was stopped before it finished; its outcome is unknown"
 
 
+def stopped_answers(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
+    """A stopped-call tool message for each tool call in `messages` that no tool message answers."""
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [
+        ToolMessage(content=STOPPED_TEXT, tool_call_id=call["id"], name=call["name"], status="error")
+        for message in messages
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+        if call.get("id") and call["id"] not in answered
+    ]
+
+
 def complete_stopped_tool_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """`messages` with a stopped-call tool message after each AI message's unanswered tool calls."""
     out: list[BaseMessage] = []

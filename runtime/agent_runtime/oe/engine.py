@@ -21,10 +21,18 @@ from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.holds import INTERRUPT, agent_hold_kind, decided_answer, value_problem
 from agent_runtime.oe.lifecycle import ENTER_FROM
+from agent_runtime.oe.llm_streams import (
+    LLM_DELTA,
+    delta_data,
+    publish_cached,
+    streamed_llm_call,
+    wants_stream,
+)
 from agent_runtime.oe.policy import Outcome, decide
 from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_entries
 from agent_runtime.oe.replay import Replay, decide_replay, fingerprint
 from agent_runtime.oe.runtimes import Runtimes, RuntimeUnavailable
+from agent_runtime.oe.step_content import step_content
 from agent_runtime.oe.store.base import (
     AuditRecord,
     ExecutionRecord,
@@ -35,6 +43,7 @@ from agent_runtime.oe.store.base import (
     Store,
 )
 from agent_runtime.oe.store.deliveries import DeliveryRecord
+from agent_runtime.oe.stream_settings import StreamSettings
 from agent_runtime.oe.usage import PriceTable, cost, model_usage
 from agent_runtime.protocol import (
     AER_LOST,
@@ -114,11 +123,15 @@ class Orchestrator:
         drain_settings: DrainCallerSettings | None = None,
         known_secrets: Callable[[], Iterable[str]] = tuple,
         prices: PriceTable | None = None,
+        streaming: StreamSettings | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.runtimes = runtimes
         self.events = events or EventBus(store=store)
+        # Model deltas, step results in events, each event-stream client's buffer (issue 32).
+        self.streaming = streaming or StreamSettings()
+        self.events.subscribers.limit = self.streaming.subscriber_buffer
         self.instance_id = instance_id or uuid.uuid4().hex
         self._clock = clock
         self._aer_lost_after_s = aer_lost_after_s
@@ -185,6 +198,9 @@ class Orchestrator:
             created_at=now,
             updated_at=now,
             invoked_by=invoked_by,
+            stream=request.stream,
+            stream_mode=request.stream_modes(),
+            step_results=request.step_results,
         )
         record.trace_context = spans.execution_started(execution_id=record.execution_id, agent=reg.agent)
         await self.store.create_execution(record)
@@ -529,10 +545,11 @@ class Orchestrator:
             data={"tool": call.tool, "route": "tool_pod"},
         )
         forwarded = self._redactor(caller)  # nothing the OE knows as a secret goes on to the Tool Pod
+        partial: str | None = None
         if call.is_llm:
             request = self._llm_request(call)
             request.messages = forwarded.value(request.messages)
-            outcome = await self.runtimes.invoke_llm(caller, request)
+            outcome, partial = await self._model_call(record, caller, call, request)
         else:
             outcome = await self.runtimes.execute_tool(
                 caller,
@@ -545,7 +562,49 @@ class Orchestrator:
             )
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
-        return await self._finish(record, caller, call, outcome, decision="allow", route="tool_pod")
+        return await self._finish(
+            record, caller, call, outcome, decision="allow", route="tool_pod", partial_text=partial
+        )
+
+    async def _model_call(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, request: Any
+    ) -> tuple[CallOutcome, str | None]:
+        """The model call, streamed as `llm_delta` events when its client or its agent asked (issue 32);
+        with the text a stopped stream had sent, for the audit."""
+        if not wants_stream(record, call):
+            return await self.runtimes.invoke_llm(caller, request), None
+        streamed = await streamed_llm_call(
+            self.runtimes,
+            caller,
+            request,
+            redactor=self._redactor(caller),
+            publish=self._delta_publisher(call),
+        )
+        return streamed.outcome, streamed.partial_text
+
+    def _delta_publisher(self, call: ToolExecuteRequest) -> Any:
+        async def publish(delta: Any) -> None:
+            await self.events.publish(
+                call.execution_id, type=LLM_DELTA, step=call.step, data=delta_data(delta)
+            )
+
+        return publish
+
+    def _step_event(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, answer: Any
+    ) -> dict[str, Any]:
+        """`step_finished`'s data: the status, and the result as the client may see it (issue 32)."""
+        data = _step_data(call, answer)
+        if self.streaming.step_results and record.step_results and answer.status in ("success", "error"):
+            data.update(
+                step_content(
+                    result=answer.result,
+                    error=answer.error,
+                    secrets=(*self._secrets(caller), *self._known_secrets()),
+                    max_bytes=self.streaming.step_result_max_bytes,
+                )
+            )
+        return data
 
     async def _cached(
         self,
@@ -559,8 +618,16 @@ class Orchestrator:
             # A replay that reaches a suspension nobody decided yet suspends again, on the same payload.
             await self._hold(call.execution_id, outcome.result)
         await self._audit_call(record, call, caller, decision="cached", route="cache", answer=answer)
+        if wants_stream(record, call):
+            # A replayed model step: its cached final message as one delta (issue 32).
+            await publish_cached(
+                outcome, step=call.step, publish=self._delta_publisher(call), redactor=self._redactor(caller)
+            )
         await self.events.publish(
-            call.execution_id, type="step_finished", step=call.step, data=_step_data(call, answer)
+            call.execution_id,
+            type="step_finished",
+            step=call.step,
+            data=self._step_event(record, caller, call, answer),
         )
         return answer
 
@@ -647,9 +714,10 @@ class Orchestrator:
             data={"tool": step.tool, "route": "tool_pod", "approved": True},
         )
         forwarded = self._redactor(caller)
+        partial: str | None = None
         if held.get("llm"):
             request = InvokeLLMRequest.model_validate(forwarded.value(held["llm"]))
-            outcome = await self.runtimes.invoke_llm(caller, request)
+            outcome, partial = await self._model_call(record, caller, call, request)
         else:
             outcome = await self.runtimes.execute_tool(
                 caller,
@@ -663,7 +731,14 @@ class Orchestrator:
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": _suspend_payload(call, outcome.result)})
         return await self._finish(
-            record, caller, call, outcome, decision="approved", route="tool_pod", executed_args=args
+            record,
+            caller,
+            call,
+            outcome,
+            decision="approved",
+            route="tool_pod",
+            executed_args=args,
+            partial_text=partial,
         )
 
     async def _outcome_unknown(
@@ -1092,6 +1167,7 @@ class Orchestrator:
         decision: str,
         route: str = "none",
         executed_args: dict[str, Any] | None = None,
+        partial_text: str | None = None,
     ) -> ToolExecuteAnswer:
         outcome = self._scrubbed(outcome, caller)
         await self.store.finish_step(call.execution_id, call.step, outcome, at=self._clock())
@@ -1111,10 +1187,20 @@ class Orchestrator:
             # A reviewer's edit: the runtime puts the arguments that ran in the agent's state (issue 31).
             answer = answer.model_copy(update={"args": executed_args})
         await self._audit_call(
-            record, call, caller, decision=decision, route=route, answer=answer, executed_args=executed_args
+            record,
+            call,
+            caller,
+            decision=decision,
+            route=route,
+            answer=answer,
+            executed_args=executed_args,
+            partial_text=partial_text,
         )
         await self.events.publish(
-            call.execution_id, type="step_finished", step=call.step, data=_step_data(call, answer)
+            call.execution_id,
+            type="step_finished",
+            step=call.step,
+            data=self._step_event(record, caller, call, answer),
         )
         return answer
 
@@ -1129,6 +1215,7 @@ class Orchestrator:
         route: str | None = None,
         answer: ToolExecuteAnswer | None = None,
         executed_args: dict[str, Any] | None = None,
+        partial_text: str | None = None,
     ) -> None:
         asked: Any = call.messages if call.is_llm else call.args
         if executed_args is not None and executed_args != call.args:
@@ -1169,6 +1256,8 @@ class Orchestrator:
             usage=usage,
             model=model,
             cost=cost_of,
+            # A stopped stream's text as its client saw it (issue 32), cut like any audited value.
+            partial_text=audit_value(partial_text, secrets=self._secrets(caller)) if partial_text else None,
         )
 
     async def _audit(

@@ -52,13 +52,17 @@ async def authorized(
     execution_id: str = "",
     user_id: str | None = None,
     org_id: str | None = None,
+    accept: str | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[aiohttp.ClientResponse]:
     """`session.request(method, url, **kwargs)` with the OE's statement for `audience`; a 401 tries the
-    next credential."""
+    next credential. `accept`: the media type asked for (a streamed model call's NDJSON)."""
     offered = credentials(reg, audience=audience, execution_id=execution_id, user_id=user_id, org_id=org_id)
     for index, credential in enumerate(offered):
-        async with session.request(method, url, headers=runtime_headers(credential), **kwargs) as response:
+        headers = runtime_headers(credential)
+        if accept is not None:
+            headers["accept"] = accept
+        async with session.request(method, url, headers=headers, **kwargs) as response:
             if response.status == 401 and index + 1 < len(offered):
                 continue
             yield response

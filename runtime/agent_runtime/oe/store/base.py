@@ -75,6 +75,11 @@ class ExecutionRecord(BaseModel):
     invoked_by: Identity | None = None
     cancelled_by: Identity | None = None
     interrupted_by: list[StepDecider] = Field(default_factory=list)
+    # What the client asked to see as it happens (issue 32): model deltas, LangGraph stream modes, and
+    # whether step_finished events carry results.
+    stream: bool = False
+    stream_mode: list[str] = Field(default_factory=list)
+    step_results: bool = True
     # The W3C traceparent of the execution's span: every run (a resume too) is its child (oe/spans.py).
     trace_context: str | None = None
 
@@ -121,6 +126,7 @@ class AuditRecord(BaseModel):
     duration_ms: float | None = None
     pod_name: str | None = None
     decided_by: Identity | None = None  # the client behind a resume, cancel or interrupt
+    partial_text: str | None = None  # a streamed model call that stopped part-way: the text it had sent
     # A model call's tokens (agent_runtime.oe.usage), the model that answered and its cost at the time.
     usage: Usage | None = None
     model: str | None = None
