@@ -10,16 +10,18 @@ retried by the next model call; a successful one is kept, even when it registere
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from agent_runtime.protocol import LLM_ERROR, UNKNOWN_LLM, CallError, CallOutcome, InvokeLLMRequest
+from agent_runtime.llm_delta import DeltaStream
+from agent_runtime.protocol import LLM_ERROR, UNKNOWN_LLM, CallError, CallOutcome, InvokeLLMRequest, LLMDelta
 from agent_runtime.redaction import redacted_error, redactor_for
 from agent_runtime.sdk import App, PlatformFailure, RequestContext
 from agent_runtime.sdk.errors import SuspendRequested
@@ -30,6 +32,8 @@ from agent_runtime.servers.metrics import UNKNOWN_TOOL_LABEL, LLMMetrics
 logger = logging.getLogger(__name__)
 
 CONSTRUCTION_EXECUTION_ID = "construction"
+# Where a streamed call's deltas go as they are made (the route's queue); it must not block.
+DeltaSink = Callable[[LLMDelta], None]
 
 
 def construction_context(*, tools: Sequence[dict[str, Any]], workspace_id: str = "") -> RequestContext:
@@ -64,6 +68,16 @@ class _BadAnswerError(Exception):
     def __init__(self, explanation: str) -> None:
         super().__init__(explanation)
         self.explanation = explanation
+
+
+def _ai_message(raw: Any) -> dict[str, Any]:
+    try:
+        message = to_jsonable_python(raw)
+    except PydanticSerializationError:
+        raise _BadAnswerError(f"the model returned a {type(raw).__name__}, which is not JSON") from None
+    if not isinstance(message, dict) or message.get("type") != "ai":
+        raise _BadAnswerError(f"the model returned a {type(raw).__name__}, not an AI message dict")
+    return message
 
 
 class LLMCallService:
@@ -117,8 +131,11 @@ class LLMCallService:
             logger.info("entrypoint built: model(s) %s", ", ".join(sorted(self._app.llms)) or "none")
             return True
 
-    async def invoke(self, call: InvokeLLMRequest) -> CallOutcome:
-        """Run one model call; never raises for a model failure, only reports it."""
+    async def invoke(self, call: InvokeLLMRequest, *, on_delta: DeltaSink | None = None) -> CallOutcome:
+        """Run one model call; never raises for a model failure, only reports it.
+
+        With `on_delta`, the model's stream goes out as it arrives: each piece, redacted on a window, as an
+        `LLMDelta`, the last one after the final message is known (the outcome holds it whole)."""
         started = time.perf_counter()
         await self.construct()
         model = self._app.llms.get(call.llm_id) if self._app is not None else None
@@ -128,13 +145,18 @@ class LLMCallService:
         if model is None:
             error = self._unknown(call.llm_id)
         else:
+            run = (
+                (lambda: self._run(model, call))
+                if on_delta is None
+                else (lambda: self._run_streamed(model, call, on_delta))
+            )
             try:
                 message = await run_tracked(
                     self._work,
                     execution_id=call.execution_id,
                     step=call.step,
                     cancellable=True,
-                    start=lambda: self._run(model, call),
+                    start=run,
                 )
             except (Exception, PlatformFailure, SuspendRequested) as exc:
                 error = self._classify(call.llm_id, exc)
@@ -167,12 +189,33 @@ class LLMCallService:
         # `stream` is a parameter of its own; an option of that name must not collide with it.
         stream = call.stream or bool(options.pop("stream", False))
         raw = await model.ainvoke(call.messages, tools=call.tools, stream=stream, **options)
-        try:
-            message = to_jsonable_python(raw)
-        except PydanticSerializationError:
-            raise _BadAnswerError(f"the model returned a {type(raw).__name__}, which is not JSON") from None
-        if not isinstance(message, dict) or message.get("type") != "ai":
-            raise _BadAnswerError(f"the model returned a {type(raw).__name__}, not an AI message dict")
+        return _ai_message(raw)
+
+    async def _run_streamed(self, model: Any, call: InvokeLLMRequest, on_delta: DeltaSink) -> dict[str, Any]:
+        """The model's own stream when it has one (`astream`: chunk events, then the final message);
+        otherwise its answer as one delta."""
+        model = _platform_model(model)
+        options = dict(call.options or {})
+        options.pop("stream", None)
+        deltas = DeltaStream(self._redactor, step=call.step)
+        raw: Any = None
+        if callable(getattr(model, "astream", None)):
+            stream = model.astream(call.messages, tools=call.tools, **options)
+            async with contextlib.aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, dict) and event.get("type") == "llm_chunk":
+                        delta = deltas.chunk(event)
+                        if delta is not None:
+                            on_delta(delta)
+                    else:
+                        raw = event
+        else:
+            raw = await model.ainvoke(call.messages, tools=call.tools, stream=True, **options)
+        message = _ai_message(raw)
+        if deltas.count == 0:
+            on_delta(deltas.whole(self._redactor.value(message), from_cache=False))
+        else:
+            on_delta(deltas.end_of(message))
         return message
 
     def _unknown(self, llm_id: str) -> CallError:

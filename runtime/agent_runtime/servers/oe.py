@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import re
@@ -60,6 +59,7 @@ from agent_runtime.oe.store.base import ExecutionRecord, Identity
 from agent_runtime.oe.store.codec import decode_cursor
 from agent_runtime.oe.usage import prices_from_env
 from agent_runtime.oe.usage_report import usage_view
+from agent_runtime.oe.stream_settings import StreamSettings
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
     OE_TOOL_EXECUTE_PATH,
@@ -80,6 +80,7 @@ from agent_runtime.servers.oe_openapi import OPENAPI_PATH, openapi_json
 from agent_runtime.servers.oe_unavailable import EXCEPTION_HANDLERS
 from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grace_from_env
 
+from agent_runtime.servers.sse_events import sse_frames
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -479,18 +480,28 @@ def build_oe_app(
 
     async def events(request: Request) -> Response:
         record = await engine.get(request.path_params["execution_id"])
+    async def execution_logs(request: Request) -> Response:
+        """The execution's durable log (B-17), authorized exactly as reading the execution."""
+        record = await engine.get(request.path_params["execution_id"])
+        log = getattr(engine.events, "log", None)
+        if log is None or not log.enabled:
+            return JSONResponse(
+                {
+                    "records": [],
+                    "enabled": False,
+                    "detail": "this OE keeps no execution log: set AGENTIC_EXECUTION_LOG=jsonl,mongodb "
+                    "(the chart's executionLog.sinks)",
+                }
+            )
+        records = await log.read(record.execution_id)
+        listed = [entry.model_dump(mode="json") for entry in records]
+        return JSONResponse({"records": listed, "enabled": True})
+
         after = _event_after(request)
 
-        async def stream() -> AsyncIterator[bytes]:
-            async for event in engine.events.follow(record.execution_id, after_seq=after):
-                if event is None:
-                    yield b": keep-alive\n\n"
-                    continue
-                payload = json.dumps(event.model_dump(mode="json"), separators=(",", ":"))
-                yield f"id: {event.seq}\nevent: {event.type}\ndata: {payload}\n\n".encode()
-
+        frames = sse_frames(record.execution_id, engine.events.follow(record.execution_id, after_seq=after))
         return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+            frames, media_type="text/event-stream", headers={"cache-control": "no-cache"}
         )
 
     async def cancel(request: Request) -> Response:
@@ -569,6 +580,7 @@ def build_oe_app(
         Route("/execution/{execution_id}/audit", client_guard(audit), methods=["GET"]),
         Route("/execution/{execution_id}/events", client_guard(events), methods=["GET"]),
         Route("/execution/{execution_id}/cancel", client_guard(cancel), methods=["POST"]),
+        Route("/execution/{execution_id}/logs", client_guard(execution_logs), methods=["GET"]),
         *drain_routes(engine, client_guard),
         Route("/resume/{execution_id}", client_guard(resume_internal), methods=["POST"]),
         Route(
@@ -622,6 +634,23 @@ def build_oe_app(
 
 async def _forever(work: Background) -> None:
     """Run a background loop; an unexpected error is logged and the loop restarted, never lost silently."""
+def execution_log_events(
+    env: Mapping[str, str], *, store: Store, mongodb_uri: str | None
+) -> LoggedEventBus | None:
+    """The OE's event bus writing the execution log, when `AGENTIC_EXECUTION_LOG` asks for one (its
+    mongodb sink defaults to the OE's own MongoDB); None for the plain bus."""
+    log_env = dict(env)
+    if mongodb_uri and not log_env.get("MONGODB_URI"):
+        log_env["MONGODB_URI"] = mongodb_uri
+    log = ExecutionLog.from_env(log_env, component="oe")
+    return LoggedEventBus(store=store, log=log) if log.enabled else None
+
+
+def _log_closer(engine: Orchestrator) -> list[Background]:
+    log = getattr(engine.events, "log", None)
+    return [log.aclose] if log is not None else []
+
+
     while True:
         try:
             await work()
@@ -705,6 +734,8 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         prices=prices_from_env(env),
     )
 
+        events=execution_log_events(env, store=store, mongodb_uri=settings.mongodb_uri),
+        streaming=StreamSettings.from_env(env),
     async def watchdog() -> None:
         while True:
             await asyncio.sleep(settings.watchdog_interval_s)
@@ -717,6 +748,6 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         known_namespaces=lambda: {agent.split("/", 1)[0] for agent in source.registry.agents},
         background=[source.run, watchdog, engine.drains.run],
         on_startup=[source.refresh],
-        on_shutdown=[client_auth.aclose],
+        on_shutdown=[client_auth.aclose, *_log_closer(engine)],
         console=console_enabled(env),
     )

@@ -43,7 +43,9 @@ from agent_runtime.servers.drain import DrainSettings, PodIdentity, WorkRegistry
 from agent_runtime.servers.drain_http import work_routes
 from agent_runtime.servers.health import Readiness
 from agent_runtime.servers.llm_calls import LLMCallService, construction_context
+from agent_runtime.servers.llm_stream_route import NDJSON, streamed_llm_call
 from agent_runtime.servers.metrics import LLMMetrics, ToolMetrics
+from agent_runtime.servers.model_spans import traced_model_call
 from agent_runtime.servers.recent_calls import RecentCalls
 from agent_runtime.servers.tool_calls import ExecuteRequest, ToolCallService
 from agent_runtime.servers.tool_surface import tool_surface
@@ -129,13 +131,15 @@ def invoke_llm_route(service: LLMCallService, *, recent: RecentCalls | None = No
         refused = _other_execution(request.scope.get(STATEMENT_SCOPE_KEY), call.execution_id)
         if refused is not None:
             return Response(refused, status_code=403, media_type="application/json")
+        if call.stream and NDJSON in request.headers.get("accept", ""):
+            return streamed_llm_call(service, call, body=body, recent=memory)
         with log_context(execution_id=call.execution_id, step=call.step):
             outcome = await memory.once(
                 route=INVOKE_LLM_PATH,
                 execution_id=call.execution_id,
                 step=call.step,
                 body=body,
-                run=lambda: service.invoke(call),
+                run=lambda: traced_model_call(call, lambda: service.invoke(call)),
             )
         return Response(_response_json(outcome), media_type="application/json")
 
