@@ -23,6 +23,7 @@ from agent_runtime.contract import (
     RunnerMode,
     tenant_secret_env,
 )
+from agent_runtime.execution_log import ExecutionLogError
 from agent_runtime.listen import DEFAULT_BODY_TIMEOUT_S
 from agent_runtime.logging_config import install_logging
 from agent_runtime.tracing import TracingConfigError, instrument, setup_tracing
@@ -241,7 +242,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     try:
         tracing_on = setup_tracing(mode.value, env)
         app = build_component(mode, env)
-    except TracingConfigError as exc:
+    except (TracingConfigError, ExecutionLogError) as exc:
         logger.error("%s", exc)
         return EXIT_BAD_CONFIG
     except Exception as exc:

@@ -146,6 +146,16 @@ def current_traceparent() -> str | None:
     return carrier.get(TRACEPARENT)
 
 
+def current_ids() -> tuple[str | None, str | None]:
+    """The current trace and span ids (hex), for a log record; (None, None) with tracing off."""
+    if not _state["enabled"]:
+        return None, None
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return None, None
+    return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")
+
+
 def traceparent_of(span: trace.Span) -> str | None:
     """The W3C traceparent naming `span`."""
     carrier: dict[str, str] = {}

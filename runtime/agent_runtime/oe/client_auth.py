@@ -127,7 +127,7 @@ _GATEWAY_RESUME = re.compile(r"^/api/v1/projects/[^/]+/executions/[^/]+/resume$"
 _REVIEWS = re.compile(r"^/api/v1/projects/[^/]+/reviews$")
 _MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export-token$")
 _CONNECTOR_TEST = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/connectors/[^/]+/test$")
-_READ_SUFFIXES = ("", "/audit", "/events", "/drain")
+_READ_SUFFIXES = ("", "/audit", "/events", "/logs", "/drain")
 
 
 def route_need(method: str, path: str) -> RouteNeed | None:

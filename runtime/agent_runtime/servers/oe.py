@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from agent_runtime.console.app import console_enabled, mount_console
 from agent_runtime.contract import METRICS_PATH
+from agent_runtime.execution_log import ExecutionLog
 from agent_runtime.listen import json_edge_problem
 from agent_runtime.memory.scope import STATEMENT_HEADER
 from agent_runtime.oe.client_auth import (
@@ -53,13 +54,14 @@ from agent_runtime.oe.engine import (
     client_view,
     review_view,
 )
+from agent_runtime.oe.logged_events import LoggedEventBus
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
-from agent_runtime.oe.store.base import ExecutionRecord, Identity
+from agent_runtime.oe.store.base import ExecutionRecord, Identity, Store
 from agent_runtime.oe.store.codec import decode_cursor
+from agent_runtime.oe.stream_settings import StreamSettings
 from agent_runtime.oe.usage import prices_from_env
 from agent_runtime.oe.usage_report import usage_view
-from agent_runtime.oe.stream_settings import StreamSettings
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
     OE_TOOL_EXECUTE_PATH,
@@ -78,9 +80,9 @@ from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
 from agent_runtime.servers.oe_openapi import OPENAPI_PATH, openapi_json
 from agent_runtime.servers.oe_unavailable import EXCEPTION_HANDLERS
+from agent_runtime.servers.sse_events import sse_frames
 from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grace_from_env
 
-from agent_runtime.servers.sse_events import sse_frames
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -478,8 +480,6 @@ def build_oe_app(
         records = await engine.store.list_audit(record.execution_id)
         return JSONResponse({"records": [entry.model_dump(mode="json") for entry in records]})
 
-    async def events(request: Request) -> Response:
-        record = await engine.get(request.path_params["execution_id"])
     async def execution_logs(request: Request) -> Response:
         """The execution's durable log (B-17), authorized exactly as reading the execution."""
         record = await engine.get(request.path_params["execution_id"])
@@ -497,6 +497,8 @@ def build_oe_app(
         listed = [entry.model_dump(mode="json") for entry in records]
         return JSONResponse({"records": listed, "enabled": True})
 
+    async def events(request: Request) -> Response:
+        record = await engine.get(request.path_params["execution_id"])
         after = _event_after(request)
 
         frames = sse_frames(record.execution_id, engine.events.follow(record.execution_id, after_seq=after))
@@ -578,9 +580,9 @@ def build_oe_app(
         Route("/executions", client_guard(list_executions), methods=["GET"]),
         Route("/execution/{execution_id}", client_guard(get_execution), methods=["GET"]),
         Route("/execution/{execution_id}/audit", client_guard(audit), methods=["GET"]),
+        Route("/execution/{execution_id}/logs", client_guard(execution_logs), methods=["GET"]),
         Route("/execution/{execution_id}/events", client_guard(events), methods=["GET"]),
         Route("/execution/{execution_id}/cancel", client_guard(cancel), methods=["POST"]),
-        Route("/execution/{execution_id}/logs", client_guard(execution_logs), methods=["GET"]),
         *drain_routes(engine, client_guard),
         Route("/resume/{execution_id}", client_guard(resume_internal), methods=["POST"]),
         Route(
@@ -632,8 +634,6 @@ def build_oe_app(
     return app
 
 
-async def _forever(work: Background) -> None:
-    """Run a background loop; an unexpected error is logged and the loop restarted, never lost silently."""
 def execution_log_events(
     env: Mapping[str, str], *, store: Store, mongodb_uri: str | None
 ) -> LoggedEventBus | None:
@@ -651,6 +651,8 @@ def _log_closer(engine: Orchestrator) -> list[Background]:
     return [log.aclose] if log is not None else []
 
 
+async def _forever(work: Background) -> None:
+    """Run a background loop; an unexpected error is logged and the loop restarted, never lost silently."""
     while True:
         try:
             await work()
@@ -732,10 +734,10 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         drain_settings=DrainCallerSettings.from_env(env),
         known_secrets=client_token.accepted if client_token is not None else tuple,
         prices=prices_from_env(env),
-    )
-
         events=execution_log_events(env, store=store, mongodb_uri=settings.mongodb_uri),
         streaming=StreamSettings.from_env(env),
+    )
+
     async def watchdog() -> None:
         while True:
             await asyncio.sleep(settings.watchdog_interval_s)

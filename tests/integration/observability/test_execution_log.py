@@ -1,0 +1,155 @@
+"""The durable execution log (B-17, LG-16) of a LangGraph turn with an approval, in JSONL and in MongoDB
+(FerretDB): the OE's `GET /execution/{id}/logs` lists the lifecycle, every step and every graph node in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pymongo
+import pytest
+
+from tests.conftest import REPO_ROOT, Process, free_port, wait_for_port
+from tests.integration.loop.harness import CLIENT_TOKEN, PLANTED, Tenant
+from tests.integration.observability.harness import ObservedPlatform
+from tests.providers.llm_peer import RunningLLMPeer, Turn
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = REPO_ROOT / "examples" / "langgraph-agent"
+PROVIDER_TOKEN = "example-notes-token-log-77e"
+TEXT = "remember the brave new world"
+
+
+def _example_bundle(directory: Path, provider_url: str) -> Path:
+    from agent_runtime.connectors import (
+        build_bundle,
+        load_tool_defs,
+        load_tool_yaml,
+        materialize_connector,
+        write_bundle,
+    )
+
+    tool = load_tool_yaml(EXAMPLE / "connectors" / "notes" / "tool.yaml")
+    tool = tool.model_copy(update={"source": tool.source.model_copy(update={"base_url": provider_url})})
+    catalog = load_tool_defs(EXAMPLE / "connectors" / "notes" / "tool_defs.yaml")
+    return write_bundle(build_bundle([materialize_connector(tool, catalog)]), directory)
+
+
+@pytest.fixture
+def notes_provider(spawn: Callable[..., Process]) -> Iterator[str]:
+    port = free_port()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(EXAMPLE),
+        "NOTES_PROVIDER_TOKEN": PROVIDER_TOKEN,
+    }
+    proc = spawn(
+        [sys.executable, "-m", "langgraph_agent.provider", "--port", str(port)], env=env, name="notes"
+    )
+    wait_for_port("127.0.0.1", port, proc=proc.popen)
+    yield f"http://127.0.0.1:{port}"
+
+
+def test_a_langgraph_turn_logs_its_nodes_steps_and_lifecycle_in_order_in_jsonl_and_mongodb(
+    tmp_path: Path,
+    spawn: Callable[..., Process],
+    llm_peer: RunningLLMPeer,
+    notes_provider: str,
+    ferretdb_uri: str,
+) -> None:
+    log_dir = tmp_path / "executions"
+    collection = f"execution_logs_{tmp_path.name[-8:]}"
+    platform = ObservedPlatform(
+        tmp=tmp_path,
+        spawn=spawn,
+        llm_base_url=llm_peer.base_url,
+        provider_url=notes_provider,
+        tenant=Tenant(
+            entrypoint="langgraph_agent.agent:app",
+            pythonpath=EXAMPLE,
+            bundle=_example_bundle,
+            tool_env={"NOTES_TOKEN": PROVIDER_TOKEN},
+        ),
+        checkpoint_env={"CHECKPOINT_STORE": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite3")},
+        observe={
+            "AGENTIC_EXECUTION_LOG": "jsonl,mongodb",
+            "AGENTIC_EXECUTION_LOG_DIR": str(log_dir),
+            "AGENTIC_EXECUTION_LOG_MONGODB_URI": ferretdb_uri,
+            "AGENTIC_EXECUTION_LOG_COLLECTION": collection,
+        },
+    ).start()
+    llm_peer.push(
+        Turn.calls(("word_count", {"text": TEXT}), ("notes_listNotes", {})),
+        Turn.calls(("notes_createNote", {"text": "5 words: " + TEXT})),
+        Turn.answer("Saved your note."),
+    )
+    execution_id = platform.invoke({"messages": [{"role": "user", "content": f"count and save: {TEXT}"}]})
+    assert platform.wait(execution_id)["status"] == "suspended"
+    with platform.client() as client:
+        response = client.post(
+            f"/api/v1/projects/team-a/executions/{execution_id}/resume", json={"decision": "approved"}
+        )
+        assert response.status_code == 202, response.text
+    assert platform.wait(execution_id, "completed", "failed")["status"] == "completed"
+
+    logs = platform.logs(execution_id)
+    assert logs["enabled"] is True
+    records = logs["records"]
+    assert all(record["execution_id"] == execution_id for record in records)
+    nodes = [(r["event"], r["node"], r["status"]) for r in records if r["kind"] == "node"]
+    # The ReAct graph: the model node, the tools node (two calls), the model, the tools node that pauses
+    # for the approval; the resume re-enters the tools node, then the model answers.
+    assert nodes == [
+        ("node_start", "agent", None),
+        ("node_end", "agent", "ok"),
+        ("node_start", "tools", None),
+        ("node_end", "tools", "ok"),
+        ("node_start", "agent", None),
+        ("node_end", "agent", "ok"),
+        ("node_start", "tools", None),
+        ("node_end", "tools", "interrupted"),
+        ("node_start", "tools", None),
+        ("node_end", "tools", "ok"),
+        ("node_start", "agent", None),
+        ("node_end", "agent", "ok"),
+    ], nodes
+    lifecycle = [r["event"] for r in records if r["kind"] == "lifecycle"]
+    assert lifecycle == ["created", "running", "suspended", "resumed", "completed"], lifecycle
+    finished = [(r["step"], r["tool"]) for r in records if r["event"] == "step_finished"]
+    assert sorted(finished) == sorted(
+        [
+            (1, "invoke_llm"),
+            (2, "word_count"),
+            (3, "notes_listNotes"),
+            (4, "invoke_llm"),
+            (5, "notes_createNote"),
+            (5, "notes_createNote"),
+            (6, "invoke_llm"),
+        ]
+    ), finished
+    assert {r["component"] for r in records} == {"oe", "aer"}
+
+    # The same records in each sink: a JSONL file per process, and one MongoDB collection.
+    files = sorted(path.name for path in log_dir.iterdir())
+    assert files == [f"{execution_id}.aer.jsonl", f"{execution_id}.oe.jsonl"]
+    from_files = [json.loads(line) for name in files for line in (log_dir / name).read_text().splitlines()]
+    with pymongo.MongoClient(ferretdb_uri) as mongo:
+        database = mongo.get_default_database(default="agent_engine")
+        from_mongo = list(database[collection].find({"execution_id": execution_id}, {"_id": 0}))
+    assert len(from_files) == len(from_mongo) == len(records)
+    mongo_nodes = sorted((d["at"], d["event"], d["node"]) for d in from_mongo if d["kind"] == "node")
+    assert [(event, node) for _, event, node in mongo_nodes] == [(e, n) for e, n, _ in nodes]
+
+    # Nothing secret in any of it.
+    text = json.dumps(records) + "".join(path.read_text() for path in log_dir.iterdir())
+    for secret in (*PLANTED, PROVIDER_TOKEN):
+        assert secret not in text
+
+    # Reading the log is reading the execution: another caller's token gets nothing.
+    with platform.client(token=CLIENT_TOKEN + "-wrong") as client:
+        assert client.get(f"/execution/{execution_id}/logs").status_code == 401
