@@ -8,9 +8,9 @@ whole buffer behind gets a `Lagging` mark instead of more events: it must resume
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from agent_runtime.oe.lifecycle import FINAL_EVENTS
@@ -29,7 +29,7 @@ class Lagging:
 
 
 class EventBus:
-    def __init__(self, *, store: Store, poll_s: float = 1.0) -> None:
+    def __init__(self, *, store: Store, poll_s: float = 1.0, buffer: int = DEFAULT_BUFFER) -> None:
         self._store = store
         self._poll_s = poll_s
         self.subscribers = Subscribers(limit=buffer)
