@@ -21,7 +21,8 @@ def cli_env(
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTENGINE_", "KUBECONFIG"))}
     base["KUBECONFIG"] = "/nonexistent"
     if platform is not None:
-        base["AGENTENGINE_SERVER"] = platform.oe_url
+        # Through the recording proxy when the test has one (conftest.checked_against_openapi).
+        base["AGENTENGINE_SERVER"] = getattr(platform, "cli_url", None) or platform.oe_url
     if token is not None:
         base["AGENTENGINE_TOKEN"] = token
     return {**base, **(env or {})}

@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import Process, free_port
 from tests.exec_credential import exec_user
-from tests.integration.cli.driver import SCRIPT, ok_json, run
+from tests.integration.cli.driver import SCRIPT, cli_env, ok_json, run
 from tests.integration.loop.harness import CLIENT_TOKEN, Platform
 from tests.providers.llm_peer import RunningLLMPeer
 
@@ -108,7 +108,7 @@ def test_invoke_watch_follows_to_the_answer_and_reject_and_cancel_settle(platfor
     assert held.returncode == 0 and "agentengine approve" in held.stderr
     cancel_id = held.stdout.split()[held.stdout.split().index("execution_id") + 1]
     # Ctrl-C ends a watch quietly (the stream of a suspended execution stays open).
-    base = {**os.environ, "AGENTENGINE_SERVER": platform.oe_url, "AGENTENGINE_TOKEN": CLIENT_TOKEN}
+    base = cli_env(platform)
     watch = subprocess.Popen(
         [str(SCRIPT), "events", cancel_id, "-w"],
         env=base,
@@ -116,7 +116,7 @@ def test_invoke_watch_follows_to_the_answer_and_reject_and_cancel_settle(platfor
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    time.sleep(4)  # the stored events reach the pipe (a loaded machine, through the recorder)
     watch.send_signal(signal.SIGINT)
     out, err = watch.communicate(timeout=10)
     assert "suspended" in out and "Traceback" not in err and watch.returncode == 130, err

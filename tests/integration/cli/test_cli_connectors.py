@@ -4,7 +4,7 @@ Tool Pod with the credential that lives there, reached only through the OE (issu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -15,6 +15,7 @@ from agent_runtime.connectors.builtin.registry import materialize_builtin
 from agent_runtime.connectors.compile import compile_catalog
 from agent_runtime.connectors.toolyaml import materialize_connector, scaffold_tool_yaml
 from tests.conftest import Process
+from tests.integration.cli.conftest import checked_against_openapi
 from tests.integration.cli.driver import ok_json, one_line_error, run
 from tests.integration.loop.harness import LOOP_TENANT, RUNTIME_TOKEN, Platform, Tenant
 from tests.integration.runtime.launched import CONNECTOR_SECRET, PROVIDER_OPENAPI
@@ -46,16 +47,18 @@ def _bundle_with_builtins(directory: Path, provider_url: str) -> Path:
 @pytest.fixture
 def platform(
     tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
-) -> Platform:
+) -> Iterator[Platform]:
     tenant = Tenant(
         entrypoint=LOOP_TENANT.entrypoint,
         pythonpath=LOOP_TENANT.pythonpath,
         bundle=_bundle_with_builtins,
         tool_env=LOOP_TENANT.tool_env,
     )
-    return Platform(
+    started = Platform(
         tmp=tmp_path, spawn=spawn, llm_base_url=llm_peer.base_url, provider_url=provider_url, tenant=tenant
-    ).start()
+    )
+    with checked_against_openapi(started.start()) as checked:
+        yield checked
 
 
 def test_connector_test_runs_in_the_tool_pod_and_never_shows_the_credential(platform: Platform) -> None:
