@@ -31,7 +31,7 @@ run: venv cluster-bins
 	$(PY) -m tests.local_platform $(RUN_ARGS)
 
 # Every tier this machine can run: unit, integration, crash, cluster (e2e needs Docker: make e2e-kind).
-test: lint cluster-bins node-bins images ferretdb-bin observability-bins peers
+test: lint cluster-bins node-bins images ferretdb-bin observability-bins peers browser
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv
@@ -73,6 +73,12 @@ ferretdb-bin:
 .PHONY: observability-bins
 observability-bins:
 	bash tests/integration/build_observability_bins.sh
+
+# The browser tier's Chromium from Debian's packages (tests/browser/install.sh; Playwright drives it through
+# its executable_path and never downloads a browser of its own).
+.PHONY: browser
+browser: venv
+	bash tests/browser/install.sh
 
 # PostgreSQL, MariaDB and Dovecot from Debian's packages for the built-in connector tests (installed when
 # missing; the tests start private instances on loopback).

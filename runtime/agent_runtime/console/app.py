@@ -1,0 +1,363 @@
+"""The console's HTTP layer, mounted on the OE app as a middleware over `/console` (issue 30).
+
+- `/console/sign-in` (GET the form, POST a bearer token), `/console/sign-out` (POST);
+- the pages: `/console/inbox`, `/console/executions`, `/console/executions/{id}`,
+  `/console/executions/{id}/audit`, `/console/agents` (server-rendered shells, filled by console.js);
+- `/console/static/{console.js,console.css}`: the only assets, shipped in this package;
+- `/console/data/{me,inbox,agents,tools}`: the console's own reads (`data.py`);
+- `/console/api/<client route>`: the client API itself, called with the session's bearer token (the OE's
+  client guard authenticates and authorizes it as any client's request); a state-changing request needs
+  the session's CSRF token in `X-CSRF-Token` and a same-origin `Origin`, else 403.
+
+Every response under `/console` carries the CSP and its companion headers (`headers.py`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent_runtime.console.data import BadQuery, ConsoleData
+from agent_runtime.console.headers import with_security_headers
+from agent_runtime.console.pages import View, shell_page, sign_in_page
+from agent_runtime.console.sessions import COOKIE, LOGIN_COOKIE, Session, SessionStore, cookie_header
+from agent_runtime.oe.client_auth import Caller, ClientAuth, ReviewUnavailable, route_need, unavailable_body
+from agent_runtime.oe.engine import Orchestrator
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/console"
+API_PREFIX = "/console/api"
+ENABLED_ENV = "OE_CONSOLE_ENABLED"
+MAX_FORM_BYTES = 64 * 1024
+CSRF_HEADER = "x-csrf-token"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+SAFE_METHODS = ("GET", "HEAD")
+# Client-API headers a browser must not smuggle through the console: the token is the session's.
+_DROPPED = (b"authorization", b"cookie", CSRF_HEADER.encode())
+
+
+def console_enabled(env: Mapping[str, str]) -> bool:
+    """`OE_CONSOLE_ENABLED` (the chart's `oe.console.enabled`): on unless it says false."""
+    raw = env.get(ENABLED_ENV, "true").strip().lower()
+    if raw in ("true", "1", "yes", ""):
+        return True
+    if raw in ("false", "0", "no"):
+        return False
+    raise ValueError(f"{ENABLED_ENV} must be true or false, got {raw[:20]!r}")
+
+
+def _error(status: int, error: str, detail: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": error, "detail": detail}, status_code=status, headers={"cache-control": "no-store"}
+    )
+
+
+def _same_origin(request: Request) -> bool:
+    """A state-changing request came from this console's own pages (Origin, or Sec-Fetch-Site)."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin != "null" and urlsplit(origin).netloc == request.headers.get("host", "")
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+class Console:
+    """Sessions, pages, the console's reads and the gateway into the client API."""
+
+    def __init__(
+        self,
+        *,
+        engine: Orchestrator,
+        auth: ClientAuth,
+        namespaces: Callable[[], Collection[str]],
+        sessions: SessionStore | None = None,
+    ) -> None:
+        self.auth = auth
+        self.sessions = sessions or SessionStore()
+        self.data = ConsoleData(engine=engine, auth=auth, namespaces=namespaces)
+        self.assets = {
+            path.name: (path.read_bytes(), STATIC_TYPES[path.suffix])
+            for path in STATIC_DIR.iterdir()
+            if path.suffix in STATIC_TYPES
+        }
+        self.router = Router(
+            routes=[
+                Route(PREFIX, self.home, methods=["GET"]),
+                Route(PREFIX + "/", self.home, methods=["GET"]),
+                Route(PREFIX + "/sign-in", self.sign_in_form, methods=["GET"]),
+                Route(PREFIX + "/sign-in", self.sign_in, methods=["POST"]),
+                Route(PREFIX + "/sign-out", self.sign_out, methods=["POST"]),
+                Route(PREFIX + "/static/{name}", self.static, methods=["GET"]),
+                Route(PREFIX + "/inbox", self.page("inbox", "Inbox"), methods=["GET"]),
+                Route(PREFIX + "/executions", self.page("executions", "Executions"), methods=["GET"]),
+                Route(
+                    PREFIX + "/executions/{execution_id}",
+                    self.page("execution", "Execution"),
+                    methods=["GET"],
+                ),
+                Route(
+                    PREFIX + "/executions/{execution_id}/audit",
+                    self.page("audit", "Audit records"),
+                    methods=["GET"],
+                ),
+                Route(PREFIX + "/agents", self.page("agents", "Agents and connectors"), methods=["GET"]),
+                Route(PREFIX + "/data/me", self.read(self.me), methods=["GET"]),
+                Route(PREFIX + "/data/inbox", self.read(self.inbox), methods=["GET"]),
+                Route(PREFIX + "/data/agents", self.read(self.agents), methods=["GET"]),
+                Route(PREFIX + "/data/tools", self.read(self.tools), methods=["GET"]),
+            ]
+        )
+
+    # sessions -------------------------------------------------------------------------------------------
+
+    def session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(COOKIE))
+
+    async def home(self, request: Request) -> Response:
+        target = "/console/inbox" if self.session(request) is not None else "/console/sign-in"
+        return RedirectResponse(target, status_code=303)
+
+    def _sign_in_answer(self, *, message: str = "", status: int = 200) -> Response:
+        login_csrf = os.urandom(24).hex()
+        response = HTMLResponse(
+            sign_in_page(login_csrf=login_csrf, message=message),
+            status_code=status,
+            headers={"cache-control": "no-store"},
+        )
+        response.headers.append(
+            "set-cookie", cookie_header(LOGIN_COOKIE, login_csrf, max_age=1800, path=PREFIX + "/sign-in")
+        )
+        return response
+
+    async def sign_in_form(self, request: Request) -> Response:
+        return self._sign_in_answer()
+
+    async def _json_body(self, request: Request) -> dict[str, Any] | None:
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_FORM_BYTES:
+                return None
+        try:
+            body = json.loads(raw or b"{}")
+        except (UnicodeDecodeError, ValueError):
+            return None
+        return body if isinstance(body, dict) else None
+
+    def _sign_in_refused(self, message: str, status: int) -> Response:
+        return JSONResponse({"error": "sign_in", "detail": message}, status_code=status)
+
+    async def sign_in(self, request: Request) -> Response:
+        """A pasted bearer token (JSON `{token, login_csrf}` from the sign-in page's script): checked as the
+        client API checks it; a session is made only if it passes."""
+        body = await self._json_body(request)
+        if body is None:
+            return self._sign_in_refused('send {"token": "...", "login_csrf": "..."} as JSON', 400)
+        expected = request.cookies.get(LOGIN_COOKIE, "")
+        presented = body.get("login_csrf")
+        if (
+            not expected
+            or not isinstance(presented, str)
+            or not _same_origin(request)
+            or not _constant_equal(expected, presented)
+        ):
+            return self._sign_in_refused(
+                "This sign-in form expired or came from another site; reload the page and sign in again.", 403
+            )
+        token = body.get("token")
+        token = token.strip() if isinstance(token, str) else ""
+        if not token:
+            return self._sign_in_refused("Paste a bearer token to sign in.", 400)
+        try:
+            caller = await self.auth.authenticate(token)
+        except ReviewUnavailable as exc:
+            return self._sign_in_refused(f"Cannot verify the token right now: {exc}", 503)
+        if caller is None:
+            audiences = ", ".join(self.auth.audiences)
+            return self._sign_in_refused(
+                "The token was not accepted: unknown, expired or revoked, or not issued for the "
+                f"audience {audiences}.",
+                401,
+            )
+        session_id, _ = self.sessions.create(token=token, username=caller.identity.username)
+        response = JSONResponse({"next": "/console/inbox"}, headers={"cache-control": "no-store"})
+        response.headers.append(
+            "set-cookie", cookie_header(COOKIE, session_id, max_age=int(self.sessions.ttl_s))
+        )
+        response.headers.append(
+            "set-cookie", cookie_header(LOGIN_COOKIE, "", max_age=0, path=PREFIX + "/sign-in")
+        )
+        return response
+
+    async def sign_out(self, request: Request) -> Response:
+        """Ends the session (the page's script sends this session's CSRF token in the header)."""
+        session = self.session(request)
+        if session is not None and not session.csrf_matches(request.headers.get(CSRF_HEADER)):
+            return _error(403, "csrf", "sign-out needs this session's CSRF token from a console page")
+        self.sessions.drop(request.cookies.get(COOKIE))
+        response = JSONResponse({"next": "/console/sign-in"})
+        response.headers.append("set-cookie", cookie_header(COOKIE, "", max_age=0))
+        return response
+
+    # pages ----------------------------------------------------------------------------------------------
+
+    def page(self, name: str, title: str) -> Callable[[Request], Awaitable[Response]]:
+        async def render(request: Request) -> Response:
+            session = self.session(request)
+            if session is None:
+                return RedirectResponse("/console/sign-in", status_code=303)
+            view = View(page=name, title=title, execution_id=request.path_params.get("execution_id", ""))
+            return HTMLResponse(
+                shell_page(view, username=session.username, csrf=session.csrf),
+                headers={"cache-control": "no-store"},
+            )
+
+        return render
+
+    async def static(self, request: Request) -> Response:
+        asset = self.assets.get(request.path_params["name"])
+        if asset is None:
+            return _error(404, "not_found", "no such console asset")
+        body, media_type = asset
+        return Response(body, media_type=media_type, headers={"cache-control": "no-cache"})
+
+    # the console's reads --------------------------------------------------------------------------------
+
+    def read(
+        self, handler: Callable[[Request, Caller], Awaitable[dict[str, Any]]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def answered(request: Request) -> Response:
+            session = self.session(request)
+            if session is None:
+                return _error(
+                    401, "signed_out", "the console session ended; sign in again at /console/sign-in"
+                )
+            try:
+                caller = await self.auth.authenticate(session.token)
+                if caller is None:
+                    self.sessions.drop(request.cookies.get(COOKIE))
+                    return _error(
+                        401, "signed_out", "the session's token is no longer accepted; sign in again"
+                    )
+                body = await handler(request, caller)
+            except ReviewUnavailable as exc:
+                return JSONResponse(unavailable_body(f"cannot check access: {exc}"), status_code=503)
+            except BadQuery as exc:
+                return JSONResponse(
+                    {"detail": [{"field": exc.field, "problem": exc.problem}]}, status_code=400
+                )
+            except LookupError:
+                return _error(404, "agent_not_found", "no Agent of that name that you may read")
+            return JSONResponse(body, headers={"cache-control": "no-store"})
+
+        return answered
+
+    async def me(self, request: Request, caller: Caller) -> dict[str, Any]:
+        return await self.data.me(caller)
+
+    async def inbox(self, request: Request, caller: Caller) -> dict[str, Any]:
+        query = request.query_params
+        raw_limit = query.get("limit", "50")
+        if not raw_limit.isascii() or not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 200:
+            raise BadQuery("limit", "must be a whole number from 1 to 200")
+        cursor = query.get("cursor") or None
+        if cursor is not None and len(cursor) > 2048:
+            raise BadQuery("cursor", "not a cursor this list returned; send next_cursor as given")
+        return await self.data.inbox(
+            caller,
+            namespace=query.get("namespace") or None,
+            agent=query.get("agent") or None,
+            limit=int(raw_limit),
+            cursor=cursor,
+        )
+
+    async def agents(self, request: Request, caller: Caller) -> dict[str, Any]:
+        return await self.data.agents(caller, namespace=request.query_params.get("namespace") or None)
+
+    async def tools(self, request: Request, caller: Caller) -> dict[str, Any]:
+        agent = request.query_params.get("agent", "")
+        if "/" not in agent:
+            raise BadQuery("agent", "name the Agent as <namespace>/<name>")
+        return await self.data.tools(caller, agent=agent)
+
+    # the client API, as the signed-in person ------------------------------------------------------------
+
+    async def gateway(self, scope: Scope, receive: Receive, send: Send, *, inner: ASGIApp) -> None:
+        """Forward `/console/api/<route>` to the client route `<route>` with the session's bearer token."""
+        request = Request(scope, receive)
+        session = self.session(request)
+        method = str(scope["method"]).upper()
+        path = str(scope["path"])[len(API_PREFIX) :] or "/"
+        if session is None:
+            answer: Response = _error(
+                401, "signed_out", "the console session ended; sign in again at /console/sign-in"
+            )
+        elif method not in SAFE_METHODS and not (
+            session.csrf_matches(request.headers.get(CSRF_HEADER)) and _same_origin(request)
+        ):
+            answer = _error(
+                403, "csrf", "a state-changing request needs this session's CSRF token from a console page"
+            )
+        elif route_need(method, path) is None:
+            answer = _error(404, "not_found", f"the client API has no {method} {path[:200]}")
+        else:
+            headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _DROPPED]
+            headers.append((b"authorization", b"Bearer " + session.token.encode("utf-8")))
+            forwarded = {**scope, "path": path, "raw_path": path.encode("utf-8"), "headers": headers}
+            await inner(forwarded, receive, send)
+            return
+        await answer(scope, receive, send)
+
+
+def _constant_equal(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+class ConsoleMiddleware:
+    """Serves `/console...` (with the security headers on every answer); everything else passes through."""
+
+    def __init__(self, app: ASGIApp, *, console: Console) -> None:
+        self.app = app
+        self.console = console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] != "http" or not (path == PREFIX or path.startswith(PREFIX + "/")):
+            await self.app(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": with_security_headers(list(message.get("headers", [])))}
+            await send(message)
+
+        if path.startswith(API_PREFIX + "/"):
+            await self.console.gateway(scope, receive, secured, inner=self.app)
+        else:
+            await self.console.router(scope, receive, secured)
+
+
+def mount_console(
+    app: Starlette,
+    *,
+    engine: Orchestrator,
+    auth: ClientAuth,
+    namespaces: Callable[[], Collection[str]],
+) -> Console:
+    """Serve the console on `app` under `/console` (the OE's own listener, its own client auth)."""
+    console = Console(engine=engine, auth=auth, namespaces=namespaces)
+    app.add_middleware(ConsoleMiddleware, console=console)
+    return console
