@@ -1,8 +1,9 @@
 // The console's only script (issue 30). It fills the server-rendered page shells with the client API's
 // JSON. Everything it shows may come from an attacker (tool arguments, model text, provider errors), so
-// every value becomes DOM text (textContent, createTextNode), never HTML: no innerHTML, no eval, and the
-// only links it makes point into /console. Live updates: the execution's SSE event stream (read with
-// fetch, so every event type arrives and the reader stops at a final one); the inbox re-reads its list.
+// every value becomes DOM text (textContent, createTextNode), never HTML (no HTML-parsing sink, no code
+// from strings), and the only links it makes point into /console. Live updates: the execution's SSE event
+// stream (read with fetch, so every event type arrives and the reader stops at a final one); the inbox
+// re-reads its list.
 "use strict";
 
 (function () {
