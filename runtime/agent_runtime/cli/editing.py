@@ -30,7 +30,13 @@ def edited_args(text: str) -> tuple[dict[str, Any] | None, str | None]:
 
 def _editor(text: str) -> str | None:
     # click.edit runs $VISUAL or $EDITOR on a temporary file and answers None when nothing was saved.
-    return click.edit(text, extension=".json", require_save=True)
+    try:
+        return click.edit(text, extension=".json", require_save=True)
+    except click.ClickException as exc:
+        raise CliError(
+            f"the editor failed ({exc.format_message()}); nothing was sent: set EDITOR to an editor that "
+            "exits 0 when saved, or pass --args JSON"
+        ) from None
 
 
 def edit_held_args(
