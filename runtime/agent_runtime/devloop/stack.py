@@ -37,6 +37,7 @@ from agent_runtime.devloop.project import DevError, DevProject, project_bundle
 from agent_runtime.execution_token import generate_private_key_pem, public_key_pem
 from agent_runtime.oe import settings as oe_settings
 from agent_runtime.oe.registration import tool_entries
+from agent_runtime.protocol import OE_TOOL_EXECUTE_PATH
 
 READY_TIMEOUT_S = 60.0
 SCRIPTED_MODEL_NAME = "scripted"
@@ -261,19 +262,18 @@ class DevStack:
         self._wait_registered()
 
     def _wait_registered(self) -> None:
-        """Until the OE answers for the agent (it re-reads its registrations directory every second)."""
-        headers = {"authorization": f"Bearer {self.client_token}"}
+        """Until the OE knows the agent's token (it re-reads its registrations directory every second).
+
+        The probe is the runtimes' own route with an empty body: 401 while the token is unknown, a
+        validation error (and nothing done) once the registration is in."""
+        headers = {"authorization": f"Bearer {self._runtime_token}"}
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            response = httpx.get(
-                f"{self.oe_url}/executions", params={"agent": self.project.agent, "limit": 1}, headers=headers
-            )
-            if response.status_code == 200:
+            response = httpx.post(f"{self.oe_url}{OE_TOOL_EXECUTE_PATH}", json={}, headers=headers, timeout=5)
+            if response.status_code != 401:
                 return
             time.sleep(0.05)
-        raise DevError(
-            f"the OE did not take the agent's registration: {response.status_code} {response.text[:200]}"
-        )
+        raise DevError("the OE did not take the agent's registration within 15 s; see the OE's log")
 
     # --- hot reload -------------------------------------------------------------------------------------
 
