@@ -99,3 +99,25 @@ def test_only_the_oe_opens_the_tool_pods_connector_test(platform: Platform) -> N
     assert signed.status_code == 200 and signed.json()["ok"] is True
     # A statement for another audience (the AER's) is refused too.
     assert httpx.post(url, headers=platform.runtime_headers("aer")).status_code == 403
+
+
+def test_testing_a_connector_takes_the_right_to_invoke_its_agent(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
+) -> None:
+    """The test reaches the provider with the Agent's credential: a caller who may not invoke the Agent
+    gets the 403 naming agents/invoke, and the Tool Pod is never asked."""
+    platform = Platform(tmp=tmp_path, spawn=spawn, llm_base_url=llm_peer.base_url, provider_url=provider_url)
+    platform.tenant = Tenant(
+        entrypoint=LOOP_TENANT.entrypoint,
+        pythonpath=LOOP_TENANT.pythonpath,
+        bundle=_bundle_with_builtins,
+        tool_env=LOOP_TENANT.tool_env,
+    )
+    platform.start_tool_pod()
+    platform.start_aer()
+    platform.write_registrations()  # team-a/loop and team-b/other (the same pods)
+    platform.start_oe(extra={"OE_CLIENT_TOKEN_NAMESPACES": "team-a"})
+    refused = run(platform, "connectors", "test", "api", "-a", "team-b/other")
+    line = one_line_error(refused, code=4)
+    assert "agents/invoke" in line and "team-b" in line
+    assert ok_json(platform, "connectors", "test", "api", "-a", "team-a/loop")["ok"] is True
