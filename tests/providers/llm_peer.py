@@ -75,6 +75,10 @@ class Turn(BaseModel):
     content_type: str = "application/json"  # of `raw`
     delay_s: float = 0.0  # before the response starts
     chunk_delay_s: float = 0.0  # between stream chunks
+    # Streaming on demand: the last chunk waits until this file exists (a test then knows the stream is
+    # not over), and a client hanging up mid-stream is written down in `gone_file`.
+    hold_last_until: str | None = None
+    gone_file: str | None = None
     drop_after: int | None = Field(default=None, ge=0)  # stream chunks sent before the peer gives up
     abort: bool = True  # a drop resets the connection; False ends the body cleanly without [DONE]
     id: str | None = None  # the completion id; by default a digest of the request and the turn
@@ -402,9 +406,28 @@ async def _stream(send: Send, receive: Receive, chunks: list[dict[str, Any]], tu
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         if index and turn.chunk_delay_s and not await _sleep_unless_gone(receive, turn.chunk_delay_s):
+            _note_gone(turn, index)
+            return
+        if index == len(chunks) - 1 and turn.hold_last_until and not await _held(receive, turn):
+            _note_gone(turn, index)
             return
         await send({"type": "http.response.body", "body": _event(json.dumps(chunk)), "more_body": True})
     await send({"type": "http.response.body", "body": _event("[DONE]"), "more_body": False})
+
+
+async def _held(receive: Receive, turn: Turn) -> bool:
+    """Wait for the turn's release file; False when the client hangs up first."""
+    assert turn.hold_last_until is not None
+    release = Path(turn.hold_last_until)
+    while not release.exists():  # noqa: ASYNC240 - a tiny local check, polled
+        if not await _sleep_unless_gone(receive, 0.01):
+            return False
+    return True
+
+
+def _note_gone(turn: Turn, index: int) -> None:
+    if turn.gone_file:
+        Path(turn.gone_file).write_text(f"{index}\n", encoding="utf-8")
 
 
 def _event(data: str) -> bytes:

@@ -627,6 +627,11 @@ class Orchestrator:
             call.execution_id,
             type="step_finished",
             step=call.step,
+        # A cancel while the model streams must reach the Tool Pod now (it closes the provider's
+        # request), not once the call has ended: note it as serving the execution before the call.
+        await self.drains.served(
+            call.execution_id, "tool", pod_name=None, address=None, fallback=caller.tool_url
+        )
             data=self._step_event(record, caller, call, answer),
         )
         return answer

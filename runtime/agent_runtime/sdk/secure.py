@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -364,6 +364,28 @@ class SecureWrappedLLM:
         **options: Any,
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """Start the model call now (its step is taken here); await the final AI message."""
+        return self._call(*self._request(messages, tools=tools, options=options, stream=False))
+
+    async def astream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Stream the model call (B-13): the OE publishes the model's tokens as `llm_delta` events of the
+        execution while they arrive; the agent gets the final AI message, the replay cache's, as the one
+        chunk, so a replayed run sees exactly what the first one did."""
+        yield await self._call(*self._request(messages, tools=tools, options=options, stream=True))
+
+    def _request(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+        stream: bool,
+    ) -> tuple[RunState, ToolExecuteRequest]:
         run = _admit(f"calling the model {self.llm_id!r}")
         request_messages = _jsonable([dict(m) for m in messages], what="messages")
         request_tools = None if tools is None else _jsonable([dict(t) for t in tools], what="tools")
@@ -377,8 +399,9 @@ class SecureWrappedLLM:
             messages=request_messages,
             tools=request_tools,
             options=request_options,
+            stream=stream,
         )
-        return self._call(run, request)
+        return run, request
 
     async def _call(self, run: RunState, request: ToolExecuteRequest) -> dict[str, Any]:
         with step_scope(request.step):

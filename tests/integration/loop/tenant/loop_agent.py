@@ -129,6 +129,11 @@ def build(ctx: RequestContext) -> Any:
             return {"results": results}
         if mode == "review":
             return await review(task)
+        if mode == "astream":
+            # The SDK's astream (B-13): the OE streams the model's tokens as events; the agent gets the
+            # final message as its one chunk.
+            chunks = [chunk async for chunk in llm.astream([{"type": "human", "content": task["text"]}])]
+            return {"answer": chunks[-1]["content"], "chunks": len(chunks)}
         raise ValueError(f"unknown mode {mode!r}")
 
     async def review(task: dict[str, Any]) -> Any:
