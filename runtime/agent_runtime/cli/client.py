@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -55,8 +55,16 @@ def error_for(response: httpx.Response, *, what: str) -> CliError:
 class OEClient:
     """A typed client of the OE's client API."""
 
-    def __init__(self, *, server: str, token: str, timeout: float = TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        *,
+        server: str,
+        token: str,
+        timeout: float = TIMEOUT_S,
+        on_close: Callable[[], object] | None = None,
+    ) -> None:
         self.server = server
+        self._on_close = on_close  # e.g. the port-forward this client reaches the OE through
         self._http = httpx.Client(
             base_url=server, headers={"authorization": f"Bearer {token}"}, timeout=timeout
         )
@@ -66,6 +74,8 @@ class OEClient:
 
     def __exit__(self, *_: object) -> None:
         self._http.close()
+        if self._on_close is not None:
+            self._on_close()
 
     def _send(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
         try:

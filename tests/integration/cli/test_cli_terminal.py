@@ -123,7 +123,9 @@ def test_follow_edit_reject_and_cancel_at_a_terminal(platform: Platform, tmp_pat
     assert "cannot reach the OE" in dead
 
 
-def test_a_kubeconfig_without_the_oe_names_the_fix(tmp_path: Path) -> None:
+def test_a_kubeconfig_whose_api_server_is_down_names_the_fix(tmp_path: Path) -> None:
+    """No --server: the CLI looks for the OE through the kubeconfig's cluster; one that does not answer is
+    one line naming the context and --server (the cluster tier covers a cluster without the OE)."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -138,5 +140,7 @@ def test_a_kubeconfig_without_the_oe_names_the_fix(tmp_path: Path) -> None:
         )
     )
     child = terminal(None, "get", "executions", env={"KUBECONFIG": str(kubeconfig)})
-    line = one_line(child, code=2)
-    assert "--server" in line and "AGENTENGINE_SERVER" in line
+    line = one_line(child, code=1)
+    assert "cannot reach the Kubernetes API server https://127.0.0.1:9" in line and "--server" in line
+    no_kubeconfig = one_line(terminal(None, "get", "executions"), code=2)
+    assert "--server" in no_kubeconfig and "AGENTENGINE_SERVER" in no_kubeconfig
