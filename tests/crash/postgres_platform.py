@@ -69,6 +69,8 @@ class PostgresReplicas(ReplicatedPlatform):
             "OE_POSTGRES_POOL_SIZE": "8",
             # A partition is noticed within 2 s (3 with the client's own margin), not the default 10.
             "OE_POSTGRES_STATEMENT_TIMEOUT_S": "2",
+            # Three OEs, an AER and a Tool Pod restarting on 2 busy cores: an AER restart can take 6 s.
+            "OE_AER_LOST_AFTER_S": "5",
         }
 
     def start_oe(self, *, extra: dict[str, str] | None = None) -> None:

@@ -130,3 +130,18 @@ def test_no_process_log_holds_the_database_password(platform: PostgresReplicas) 
     logs = show_outputs(platform, limit=10**7)
     assert OE_PASSWORD not in logs
     assert OE_PASSWORD not in platform.postgres.log_tail()
+
+
+@pytest.mark.parametrize("point", ["b2", "b5"])
+def test_a_lost_aer_run_is_restarted_by_one_replica_only(
+    platform: PostgresReplicas, provider: RunningLedger, point: str
+) -> None:
+    """Three watchdogs see the run the killed AER lost; the lease gives it to one, which restarts it once."""
+    report = run_point(platform, provider, target="aer", point=point)
+    assert report.error is None, f"{report.error}\n{show_outputs(platform)}"
+    assert (report.status, report.duplicates) == ("completed", 0), f"{report}\n{show_outputs(platform)}"
+    with platform.client() as client:
+        audit = client.get(f"/execution/{report.execution_id}/audit").json()
+    records = audit.get("records", audit.get("items", [])) if isinstance(audit, dict) else audit
+    restarts = [record for record in records if record["kind"] == "restart"]
+    assert len(restarts) == 1, restarts

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 
+from agent_runtime.oe.leases import Leases, LocalLeases, delivery_key
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.runtime_auth import authorized
 from agent_runtime.oe.settings import SettingsError
@@ -214,8 +215,10 @@ class DrainCaller:
         settings: DrainCallerSettings | None = None,
         clock: Callable[[], float] = time.time,
         busy: Callable[[str], bool] = lambda _: False,
+        leases: Leases | None = None,
     ) -> None:
         self.store = store
+        self._leases = leases or LocalLeases()
         self.registry = registry
         self.events = events
         self.settings = settings or DrainCallerSettings()
@@ -393,6 +396,8 @@ class DrainCaller:
         """Deliver every record that is due; returns how long until the next one is."""
         now = self._clock()
         due = await self.store.list_deliveries(due_by=now, limit=200)
+        # Each record is delivered by the replica holding its lease; the others leave it alone.
+        due = [record for record in due if await self._leases.acquire(delivery_key(record.key), now=now)]
         gate = asyncio.Semaphore(_PARALLEL_RECORDS)
 
         async def one(record: DeliveryRecord) -> None:

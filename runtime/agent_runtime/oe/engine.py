@@ -20,6 +20,7 @@ from agent_runtime.oe.audit import audit_value, redact_value
 from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.holds import INTERRUPT, agent_hold_kind, decided_answer, value_problem
+from agent_runtime.oe.leases import leases_for, watchdog_key
 from agent_runtime.oe.lifecycle import ENTER_FROM
 from agent_runtime.oe.llm_streams import (
     LLM_DELTA,
@@ -133,6 +134,9 @@ class Orchestrator:
         self.streaming = streaming or StreamSettings()
         self.events.subscribers.limit = self.streaming.subscriber_buffer
         self.instance_id = instance_id or uuid.uuid4().hex
+        # Several replicas share the watchdog and drain work: one looks after each execution at a time,
+        # another takes over once the lease runs out (oe/leases.py).
+        self.leases = leases_for(store, holder=self.instance_id, term_s=max(2 * aer_lost_after_s, 5.0))
         self._clock = clock
         self._aer_lost_after_s = aer_lost_after_s
         self._run_restarts = run_restarts
@@ -148,6 +152,7 @@ class Orchestrator:
         self._discovered: dict[str, tuple[str, float, tuple[ToolEntry, ...]]] = {}
         # Drains of cancelled executions and interrupts of calls, delivered by `drains.run` (OE-17, OE-18).
         self.drains = DrainCaller(
+            leases=self.leases,
             store=store,
             registry=registry,
             events=self.events,
@@ -898,6 +903,8 @@ class Orchestrator:
             for record in page.items:
                 if now - record.updated_at < self._aer_lost_after_s:
                     continue
+                if not await self.leases.acquire(watchdog_key(record.execution_id), now=now):
+                    continue  # another replica looks after it
                 if await self._look_after(record, now=now):
                     failed += 1
             if page.next_cursor is None:

@@ -32,6 +32,7 @@ from agent_runtime.oe.store.base import (
 )
 from agent_runtime.oe.store.codec import decode_cursor, encode_cursor, encode_execution_changes, redact_uri
 from agent_runtime.oe.store.postgres_deliveries import PostgresDeliveries
+from agent_runtime.oe.store.postgres_leases import PostgresLeases
 from agent_runtime.oe.store.postgres_ledger import PostgresLedger
 from agent_runtime.oe.store.postgres_schema import (
     MIGRATION_LOCK_KEY,
@@ -143,7 +144,7 @@ def _step(fields: str) -> StepRecord:
     return StepRecord.model_validate_json(_assemble(fields))
 
 
-class PostgresStore(PostgresLedger, PostgresDeliveries):
+class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases):
     """`Store` over a PostgreSQL database; `dsn` may hold credentials and never appears in messages."""
 
     def __init__(
