@@ -261,6 +261,16 @@ class StatementSigner:
     def public_key_pem(self) -> str:
         return public_key_pem(self._key.current())
 
+    def sign_bytes(self, data: bytes) -> tuple[str, bytes]:
+        """(key id, Ed25519 signature of `data`) with the current key: the audit chain's heads (issue 34)."""
+        key = self._parse(self._key.current())
+        assert key.private is not None
+        return key.kid, key.private.sign(data)
+
+    def public_key_pems(self) -> tuple[str, ...]:
+        """The public keys of every key accepted now (the current one, the previous one in grace)."""
+        return tuple(public_key_pem(pem) for pem in self._key.accepted())
+
     def issue(
         self,
         *,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agent_runtime.cli import completion, connectors, dev, executions, reviews
+from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 
 
@@ -43,7 +43,7 @@ def cli(
 for command in (
     executions.invoke,
     executions.get,
-    executions.audit,
+    audit_verify.audit,
     executions.cancel,
     executions.events,
     executions.interrupt,

@@ -130,6 +130,10 @@ class OEClient:
         body = self._send("GET", f"/execution/{execution_id}/audit", what=f"execution {execution_id}")
         return list(body.get("records", []))
 
+    def audit_verify(self, execution_id: str) -> dict[str, Any]:
+        path = f"/execution/{execution_id}/audit/verify"
+        return dict(self._send("GET", path, what=f"execution {execution_id}"))
+
     def reviews(self, *, project: str, limit: int = 50) -> dict[str, Any]:
         path = f"/api/v1/projects/{project}/reviews"
         return dict(self._send("GET", path, params={"limit": limit}, what=f"reviews of {project}"))

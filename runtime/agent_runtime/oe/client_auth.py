@@ -126,8 +126,10 @@ _EXECUTION = re.compile(r"^/execution/[^/]+(?P<rest>/.*)?$")
 _GATEWAY_RESUME = re.compile(r"^/api/v1/projects/[^/]+/executions/[^/]+/resume$")
 _REVIEWS = re.compile(r"^/api/v1/projects/[^/]+/reviews$")
 _MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export-token$")
+# LangGraph threads (servers/oe_threads.py): the handler checks the Agent's right itself.
+_SESSIONS = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/sessions(/[^/]+/(messages|state))?$")
 _CONNECTOR_TEST = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/connectors/[^/]+/test$")
-_READ_SUFFIXES = ("", "/audit", "/events", "/logs", "/drain")
+_READ_SUFFIXES = ("", "/audit", "/audit/verify", "/events", "/logs", "/drain")
 
 
 def route_need(method: str, path: str) -> RouteNeed | None:
@@ -141,6 +143,10 @@ def route_need(method: str, path: str) -> RouteNeed | None:
         return RouteNeed("list", READ)
     if method == "GET" and _REVIEWS.match(path):
         return RouteNeed("reviews", READ)
+    if method == "GET" and _SESSIONS.match(path):
+        return RouteNeed("agent", READ)
+    if method == "POST" and _SESSIONS.match(path) and path.endswith("/state"):
+        return RouteNeed("agent", APPROVE)
     if method == "POST" and _MEMORY_EXPORT.match(path):
         return RouteNeed("agent", MEMORY_EXPORT)
     if method == "POST" and _CONNECTOR_TEST.match(path):

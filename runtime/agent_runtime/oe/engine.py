@@ -17,11 +17,16 @@ from typing import Any, Literal, Protocol
 from agent_runtime.execution_token import EXPORT_TTL_S, expires_at
 from agent_runtime.oe import spans
 from agent_runtime.oe.audit import audit_value, redact_value
+from agent_runtime.oe.audit_ledger import AuditLedger, JsonlExport, Signer
+from agent_runtime.oe.conditions import facts as condition_facts
+from agent_runtime.oe.deadlines import SYSTEM_DECIDER, expired, stamp
 from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.holds import INTERRUPT, agent_hold_kind, decided_answer, value_problem
 from agent_runtime.oe.leases import leases_for, watchdog_key
 from agent_runtime.oe.lifecycle import ENTER_FROM
+from agent_runtime.oe.limiter import Limiter, refusal_detail
+from agent_runtime.oe.limits import Limits, Refusal
 from agent_runtime.oe.llm_streams import (
     LLM_DELTA,
     delta_data,
@@ -29,6 +34,8 @@ from agent_runtime.oe.llm_streams import (
     streamed_llm_call,
     wants_stream,
 )
+from agent_runtime.oe.notify import Notifier, NotifySettings, ReviewEvent
+from agent_runtime.oe.observer import NullObserver, ObservedStore, Observer
 from agent_runtime.oe.policy import Outcome, decide
 from agent_runtime.oe.registration import AgentRegistration, ToolEntry, tool_entries
 from agent_runtime.oe.replay import Replay, decide_replay, fingerprint
@@ -125,7 +132,17 @@ class Orchestrator:
         known_secrets: Callable[[], Iterable[str]] = tuple,
         prices: PriceTable | None = None,
         streaming: StreamSettings | None = None,
+        default_limits: Limits | None = None,
+        audit_signer: Callable[[], Signer | None] = lambda: None,
+        audit_public_keys: Callable[[], tuple[str, ...]] = tuple,
+        audit_export: JsonlExport | None = None,
+        notify_settings: NotifySettings | None = None,
     ) -> None:
+        # Every audit append, here and in the drains, is followed by the chain's signed head (issue 34).
+        self.ledger = AuditLedger(
+            store, signer=audit_signer, public_keys=audit_public_keys, export=audit_export
+        )
+        store = self.ledger.wrap(store)
         self.store = store
         self.registry = registry
         self.runtimes = runtimes
@@ -147,6 +164,10 @@ class Orchestrator:
         self._known_secrets = known_secrets
         # Model -> price per million tokens: a model step's cost in its audit record (agent_runtime.oe.usage).
         self.prices = prices or PriceTable()
+        self.observer: Observer = NullObserver()
+        # Issue 34: spec.limits over the store's counters, the audit's signed chain heads, review notices.
+        self.limiter = Limiter(store, clock=clock, defaults=default_limits)
+        self.notifier = Notifier(settings=notify_settings, clock=clock)
         self._tasks: set[asyncio.Task[None]] = set()
         # Agent -> (token digest, when, tools) learned from its AER (see `_tool_entry`).
         self._discovered: dict[str, tuple[str, float, tuple[ToolEntry, ...]]] = {}
@@ -160,6 +181,12 @@ class Orchestrator:
             clock=clock,
             busy=self._calls_in_flight,
         )
+
+    def observe(self, observer: Observer) -> None:
+        """Show `observer` (the metrics) every audit record, failure and human decision from now on."""
+        self.observer = observer
+        self.store = ObservedStore(self.store, observer)  # type: ignore[assignment]
+        self.drains.store = self.store
 
     # client API ---------------------------------------------------------------------------------------
 
@@ -190,6 +217,7 @@ class Orchestrator:
                 f"no Agent {request.agent!r} is registered with this Orchestration Engine; check the name "
                 "(<namespace>/<name>) and that the Agent is Ready"
             )
+        await self.limiter.admit(reg, user_id=request.user_id)  # LimitReached: a 429 with Retry-After
         now = self._clock()
         record = ExecutionRecord(
             execution_id=uuid.uuid4().hex,
@@ -323,6 +351,7 @@ class Orchestrator:
         *,
         project_id: str | None = None,
         decided_by: Identity | None = None,
+        announce: ReviewEvent = "review.decided",
     ) -> ExecutionRecord:
         """Record the human decision and re-run the agent from the start.
 
@@ -394,6 +423,7 @@ class Orchestrator:
         if updated is None:
             current = await self.get(execution_id)
             raise Conflict("not_suspended", _not_suspended(current))
+        self.observer.decided(record.agent, review.decision, max(0.0, now - record.updated_at))
         executed = None
         if kind == APPROVAL_REQUIRED and review.decision == "approved":
             executed = review.args if review.args is not None else suspension.get("args")
@@ -414,6 +444,7 @@ class Orchestrator:
         await self.events.publish(
             execution_id, type="resumed", step=entry.step, data={"decision": review.decision}
         )
+        self._announce(reg, announce, record.model_copy(update={"reviews": updated.reviews}))
         self._spawn(self._start(updated, reg, resume=True, counted=True))
         return updated
 
@@ -523,7 +554,22 @@ class Orchestrator:
             return await self._deny(
                 record, caller, call, f"unknown tool {call.tool!r}: the Agent has no such tool"
             )
-        verdict = decide(caller.policy, tool=call.tool, sensitive=bool(entry and entry.sensitive))
+        usage = await self.limiter.count_call(caller, record, is_llm=call.is_llm)
+        if (refusal := await self.limiter.check_call(caller, record, usage, is_llm=call.is_llm)) is not None:
+            return await self._refuse(record, caller, call, refusal)
+        verdict = decide(
+            caller.policy,
+            tool=call.tool,
+            sensitive=bool(entry and entry.sensitive),
+            facts=condition_facts(
+                tool=call.tool,
+                args=call.args if not call.is_llm else {"llm_id": call.llm_id or "default"},
+                agent=caller.agent,
+                user=record.user_id,
+                step=call.step,
+                usage=usage,
+            ),
+        )
         if verdict.outcome is Outcome.DENY:
             return await self._deny(record, caller, call, verdict.reason)
         if verdict.outcome is Outcome.APPROVAL:
@@ -534,11 +580,14 @@ class Orchestrator:
                 "step": call.step,
                 "reason": verdict.reason,
             }
+            held = stamp(held, verdict.approval, now=self._clock())  # its deadline, when one is set
             if call.is_llm:
                 held["llm"] = self._llm_request(call).model_dump(mode="json")
             return await self._finish(
                 record, caller, call, CallOutcome(status="suspend", result=held), decision="approval"
             )
+        if not call.is_llm and (refusal := await self.limiter.take_rate(caller, tool=call.tool)) is not None:
+            return await self._refuse(record, caller, call, refusal)
         if entry is not None and entry.location == "local":
             if prior is not None and prior.run < record.runs:
                 return await self._outcome_unknown(record, caller, call, prior)
@@ -578,6 +627,11 @@ class Orchestrator:
         with the text a stopped stream had sent, for the audit."""
         if not wants_stream(record, call):
             return await self.runtimes.invoke_llm(caller, request), None
+        # A cancel while the model streams must reach the Tool Pod now (it closes the provider's
+        # request), not once the call has ended: note it as serving the execution before the call.
+        await self.drains.served(
+            call.execution_id, "tool", pod_name=None, address=None, fallback=caller.tool_url
+        )
         streamed = await streamed_llm_call(
             self.runtimes,
             caller,
@@ -632,11 +686,6 @@ class Orchestrator:
             call.execution_id,
             type="step_finished",
             step=call.step,
-        # A cancel while the model streams must reach the Tool Pod now (it closes the provider's
-        # request), not once the call has ended: note it as serving the execution before the call.
-        await self.drains.served(
-            call.execution_id, "tool", pod_name=None, address=None, fallback=caller.tool_url
-        )
             data=self._step_event(record, caller, call, answer),
         )
         return answer
@@ -874,6 +923,8 @@ class Orchestrator:
         if target is S.SUSPENDED and updated.suspension is not None:
             data["suspension"] = redact_value(updated.suspension, secrets=self._secrets(caller))
         await self.events.publish(report.execution_id, type=target.value, data=data)
+        if target is S.SUSPENDED:
+            self._announce(caller, "review.created", updated)
         return updated
 
     # background work ----------------------------------------------------------------------------------
@@ -898,6 +949,7 @@ class Orchestrator:
         failed = 0
         cursor: str | None = None
         now = self._clock()
+        await self._expire_approvals(now)
         while True:
             page = await self.store.list_executions(status=S.RUNNING, limit=200, cursor=cursor)
             for record in page.items:
@@ -909,6 +961,31 @@ class Orchestrator:
                     failed += 1
             if page.next_cursor is None:
                 return failed
+            cursor = page.next_cursor
+
+    async def _expire_approvals(self, now: float) -> int:
+        """Decide every held call whose approval deadline passed, as its rule's onTimeout says, recorded as
+        decided by the system (issue 34); a replica that decided first wins (the others get a Conflict)."""
+        decided = 0
+        cursor: str | None = None
+        while True:
+            page = await self.store.list_executions(status=S.SUSPENDED, limit=200, cursor=cursor)
+            for record in page.items:
+                expiry = expired(record.suspension, now=now)
+                if expiry is None:
+                    continue
+                try:
+                    await self.resume(
+                        record.execution_id,
+                        ReviewDecision(decision=expiry.decision, reviewer_notes=expiry.notes),
+                        decided_by=Identity(username=SYSTEM_DECIDER),
+                        announce="review.expired",
+                    )
+                except (Conflict, NotFound):
+                    continue
+                decided += 1
+            if page.next_cursor is None:
+                return decided
             cursor = page.next_cursor
 
     async def _look_after(self, record: ExecutionRecord, *, now: float) -> bool:
@@ -950,6 +1027,7 @@ class Orchestrator:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.notifier.aclose()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -1063,6 +1141,7 @@ class Orchestrator:
             return False
         self._unreachable.pop(record.execution_id, None)
         spans.run_ended(record.execution_id, status=S.FAILED.value, error_category=error.category)
+        self.observer.execution_failed(record.agent, error.category)
         logger.warning("execution %s failed: %s", record.execution_id, error.category)
         await self.events.publish(record.execution_id, type="failed", data={"error": error.model_dump()})
         return True
@@ -1133,6 +1212,28 @@ class Orchestrator:
             step=call.step,
             data={"tool": call.tool, "route": "callback"},
         )
+        return answer
+
+    async def _refuse(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, refusal: Refusal
+    ) -> ToolExecuteAnswer:
+        """A limit reached (issue 34): the call does not run, the refusal is audited with the limit and
+        the figure, and the execution fails with `budget_exceeded` or `rate_limited` (onExceed: fail)."""
+        await self.store.delete_step(call.execution_id, call.step)
+        answer = ToolExecuteAnswer(step=call.step, proceed=False, reason=refusal.message)
+        await self._audit(
+            record,
+            kind="llm" if call.is_llm else "tool",
+            step=call.step,
+            tool=call.tool,
+            llm_id=call.llm_id,
+            decision="refused",
+            reason=refusal.message,
+            route="none",
+            error_category=refusal.category,
+            detail=refusal_detail(refusal),
+        )
+        await self._fail(record, CallError(category=refusal.category, explanation=refusal.message))
         return answer
 
     async def _deny(
@@ -1294,6 +1395,26 @@ class Orchestrator:
                 **fields,
             )
         )
+        metered = fields.get("usage")
+        if kind == "llm" and metered is not None:
+            await self.limiter.metered(record, tokens=metered.total_tokens, cost=fields.get("cost"))
+
+    async def verify_audit(self, execution_id: str) -> dict[str, Any]:
+        """Whether the execution's audit chain is intact, or where it breaks (issue 34)."""
+        record = await self.get(execution_id)
+        verdict = await self.ledger.verify(record.execution_id)
+        return {"execution_id": record.execution_id, **verdict.view()}
+
+    def _announce(self, reg: AgentRegistration | None, event: ReviewEvent, record: ExecutionRecord) -> None:
+        """Tell the Agent's spec.notify targets about a review, in the background (never blocks)."""
+        if reg is None or not reg.notify:
+            return
+        view = review_view(record, secrets=(*self._secrets(reg), *self._known_secrets()))
+        if record.reviews and event != "review.created":
+            last = record.reviews[-1]
+            view["decision"] = last.decision
+            view["decided_by"] = last.decided_by.username if last.decided_by else None
+        self.notifier.send(reg.notify, event, view)
 
     @staticmethod
     def _secrets(reg: AgentRegistration) -> tuple[str, ...]:

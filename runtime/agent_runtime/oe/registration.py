@@ -10,11 +10,13 @@ import hashlib
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from agent_runtime.execution_token import Audience, Purpose, StatementSigner
-from agent_runtime.oe.policy import ToolPolicy
+from agent_runtime.oe.limits import Limits
+from agent_runtime.oe.notify import NotifyTarget
+from agent_runtime.oe.policy import ToolPolicy, policy_problems
 from agent_runtime.oe.usage import PriceTable
 
 # A Secret in the OE's namespace carrying one registration under this key, selected by this label.
@@ -45,6 +47,9 @@ class AgentRegistration(BaseModel):
     tools: tuple[ToolEntry, ...] = ()
     # The Agent's own model prices (spec.pricing), over the OE's table (agent_runtime.oe.usage).
     prices: PriceTable | None = None
+    # spec.limits (oe/limits.py) and where reviews are announced (spec.notify, oe/notify.py): issue 34.
+    limits: Limits = Limits()
+    notify: tuple[NotifyTarget, ...] = ()
     # Tokens this Agent held before its current one, each with the (monotonic) time its grace period ends;
     # set by the Registry, never read from a document (see `tokens`).
     _retired: tuple[tuple[SecretStr, float], ...] = PrivateAttr(default=())
@@ -55,6 +60,14 @@ class AgentRegistration(BaseModel):
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _conditions_compile(self) -> AgentRegistration:
+        """A condition that does not compile refuses the whole registration, naming the rule's path."""
+        problems = policy_problems(self.policy)
+        if problems:
+            raise ValueError("; ".join(f"policy.{path} {problem}" for path, problem in problems))
+        return self
 
     @property
     def project_id(self) -> str:

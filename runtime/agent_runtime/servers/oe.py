@@ -29,6 +29,7 @@ from agent_runtime.contract import METRICS_PATH
 from agent_runtime.execution_log import ExecutionLog
 from agent_runtime.listen import json_edge_problem
 from agent_runtime.memory.scope import STATEMENT_HEADER
+from agent_runtime.oe.audit_ledger import export_from_env
 from agent_runtime.oe.client_auth import (
     INVOKE,
     MEMORY_EXPORT,
@@ -54,6 +55,7 @@ from agent_runtime.oe.engine import (
     client_view,
     review_view,
 )
+from agent_runtime.oe.limiter import LimitReached, default_limits_from_env, refusal_detail
 from agent_runtime.oe.logged_events import LoggedEventBus
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
@@ -79,6 +81,7 @@ from agent_runtime.servers.health import Readiness, health_routes
 from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
 from agent_runtime.servers.oe_openapi import OPENAPI_PATH, openapi_json
+from agent_runtime.servers.oe_threads import thread_routes
 from agent_runtime.servers.oe_unavailable import EXCEPTION_HANDLERS
 from agent_runtime.servers.sse_events import sse_frames
 from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating, grace_from_env
@@ -264,6 +267,8 @@ def build_oe_app(
     """
     readiness = Readiness()
     metrics = OEMetrics()
+    engine.observe(metrics)
+    background = [*background, lambda: refresh_approvals_waiting(engine, metrics)]
     if client_auth is None:
         if client_token is None:
             raise ValueError("build_oe_app needs client_auth or a client_token")
@@ -360,6 +365,15 @@ def build_oe_app(
             return JSONResponse({"error": "agent_not_found", "detail": str(exc)}, status_code=404)
         except Conflict as exc:
             return JSONResponse({"error": exc.code, "detail": str(exc)}, status_code=409)
+        except LimitReached as exc:
+            # spec.limits at /invoke (issue 34): which limit, its value, the figure, and when to retry.
+            refusal = exc.refusal
+            wait = max(1, math.ceil(refusal.retry_after_s or 1))
+            return JSONResponse(
+                {"error": refusal.category, "detail": refusal.message, **refusal_detail(refusal)},
+                status_code=429,
+                headers={"retry-after": str(wait)},
+            )
 
     # client API -----------------------------------------------------------------------------------------
 
@@ -478,7 +492,13 @@ def build_oe_app(
     async def audit(request: Request) -> Response:
         record = await engine.get(request.path_params["execution_id"])
         records = await engine.store.list_audit(record.execution_id)
-        return JSONResponse({"records": [entry.model_dump(mode="json") for entry in records]})
+        # The chain's signed head beside the records: `agentengine audit verify --file` checks a saved copy.
+        head = await engine.store.get_audit_head(record.execution_id)
+        return JSONResponse({"records": [entry.model_dump(mode="json") for entry in records], "head": head})
+
+    async def audit_verify(request: Request) -> Response:
+        """Is the execution's audit chain intact, or where does it break (issue 34)."""
+        return JSONResponse(await engine.verify_audit(request.path_params["execution_id"]))
 
     async def execution_logs(request: Request) -> Response:
         """The execution's durable log (B-17), authorized exactly as reading the execution."""
@@ -580,10 +600,12 @@ def build_oe_app(
         Route("/executions", client_guard(list_executions), methods=["GET"]),
         Route("/execution/{execution_id}", client_guard(get_execution), methods=["GET"]),
         Route("/execution/{execution_id}/audit", client_guard(audit), methods=["GET"]),
+        Route("/execution/{execution_id}/audit/verify", client_guard(audit_verify), methods=["GET"]),
         Route("/execution/{execution_id}/logs", client_guard(execution_logs), methods=["GET"]),
         Route("/execution/{execution_id}/events", client_guard(events), methods=["GET"]),
         Route("/execution/{execution_id}/cancel", client_guard(cancel), methods=["POST"]),
         *drain_routes(engine, client_guard),
+        *thread_routes(engine, client_guard, require=require, caller=_caller),
         Route("/resume/{execution_id}", client_guard(resume_internal), methods=["POST"]),
         Route(
             "/api/v1/projects/{project_id}/executions/{execution_id}/resume",
@@ -632,6 +654,28 @@ def build_oe_app(
         # The web UI (issue 30) under /console: every request it makes is a client request as above.
         mount_console(app, engine=engine, auth=auth, namespaces=namespaces_known)
     return app
+
+
+async def refresh_approvals_waiting(
+    engine: Orchestrator, metrics: OEMetrics, *, every_s: float = 15.0
+) -> None:
+    """Keep `agent_engine_approvals_waiting` at the store's count of suspended executions per Agent (every
+    replica reads the same store, so each exposes the same numbers; alert on max, not sum)."""
+    while True:
+        # Every registered Agent has its series, 0 when nothing waits: an alert can tell 0 from no data.
+        counts: dict[str, int] = dict.fromkeys(getattr(engine.registry, "agents", ()), 0)
+        cursor: str | None = None
+        for _ in range(50):  # at most 10,000 suspended executions are counted
+            page = await engine.store.list_executions(
+                status=ExecutionState.SUSPENDED, limit=200, cursor=cursor
+            )
+            for item in page.items:
+                counts[item.agent] = counts.get(item.agent, 0) + 1
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        metrics.approvals_waiting(counts)
+        await asyncio.sleep(every_s)
 
 
 def execution_log_events(
@@ -736,6 +780,10 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         prices=prices_from_env(env),
         events=execution_log_events(env, store=store, mongodb_uri=settings.mongodb_uri),
         streaming=StreamSettings.from_env(env),
+        default_limits=default_limits_from_env(env),
+        audit_signer=lambda: source.registry.signer.sign_bytes if source.registry.signer else None,
+        audit_public_keys=lambda: source.registry.signer.public_key_pems() if source.registry.signer else (),
+        audit_export=export_from_env(env),
     )
 
     async def watchdog() -> None:

@@ -69,6 +69,8 @@ class Platform:
     llm_base_url: str
     provider_url: str
     policy: dict[str, Any] = field(default_factory=dict)
+    # More registration fields for the test's Agent (spec.limits, spec.notify: issue 34).
+    registration: dict[str, Any] = field(default_factory=dict)
     tenant: Tenant = LOOP_TENANT
     publish_tools: bool = True  # False: like the operator, which cannot see the tenant's own tools
     oe_port: int = field(default_factory=free_port)
@@ -176,6 +178,7 @@ class Platform:
                 "toolUrl": f"http://127.0.0.1:{self.tool_port}",
                 "policy": self.policy,
                 "tools": entries,
+                **(self.registration if agent == AGENT else {}),
             }
             (regs / f"{agent.replace('/', '.')}.json").write_text(json.dumps(document))
 

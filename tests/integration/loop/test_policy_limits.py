@@ -1,0 +1,339 @@
+"""Issue 34 end to end, with the real OE, AER and Tool Pod (and a second OE replica on the same store):
+CEL conditions on arguments, limits, approval deadlines with notifications, the tamper-evident audit."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import REPO_ROOT, free_port
+from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, PLANTED, RUNTIME_TOKEN, Platform
+from tests.providers.echo_provider import running_echo_provider
+from tests.providers.llm_peer import running_llm_peer
+from tests.providers.notify_receiver import Receiver, running_receiver
+
+pytestmark = pytest.mark.integration
+
+SIGNING_SECRET = "whsec-notify-5e1f0a"
+SLACK_TOKEN = "xoxb-notify-77c1d2"
+SYSTEM = "system:agent-engine:approval-timeout"
+POLICY = {
+    "sensitive": "allow",
+    "requireApproval": [
+        {
+            "tool": "transfer",
+            "when": "args.amount > 10000",
+            "approval": {"timeout": "2s", "onTimeout": "reject"},
+        }
+    ],
+    "deny": [
+        # Errors at run time for text "boom" (no such argument): fails closed.
+        {"tool": "shout", "when": "args.text == 'boom' && args.missing > 1"},
+        # Comprehensions three deep over a caller's list: stopped by the cost limit before it runs.
+        {
+            "tool": "shout",
+            "when": "has(args.items) && "
+            "args.items.map(a, args.items.map(b, args.items.map(c, a + b + c))).size() > 0",
+        },
+    ],
+}
+LIMITS = {
+    "maxStepsPerExecution": 8,
+    "maxTokensPerUserPerDay": 5,
+    "toolCallsPerMinuteByTool": {"key_of_call": 5},
+}
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    with running_receiver(secret=SIGNING_SECRET, slack_token=SLACK_TOKEN) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def platform(
+    module_spawn: Any, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
+) -> Iterator[Platform]:
+    with running_llm_peer() as peer, running_echo_provider() as provider:
+        loop = Platform(
+            tmp=tmp_path_factory.mktemp("policy"),
+            spawn=module_spawn,
+            llm_base_url=peer.base_url,
+            provider_url=provider.url,
+            policy=POLICY,
+            registration={
+                "limits": LIMITS,
+                "notify": [
+                    {"type": "webhook", "url": f"{receiver.url}/hook", "signingSecret": SIGNING_SECRET},
+                    {
+                        "type": "slack",
+                        "channel": "#reviews",
+                        "token": SLACK_TOKEN,
+                        "baseUrl": f"{receiver.url}/api",
+                    },
+                ],
+            },
+        )
+        loop.start()
+        yield loop
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"mode": "calls", "calls": [list(pair) for pair in pairs]}
+
+
+def tool_audit(platform: Platform, execution_id: str) -> list[dict[str, Any]]:
+    return [
+        r for r in platform.audit(execution_id) if r["kind"] == "tool" and r["decision"] != "callback_result"
+    ]
+
+
+def ledger(platform: Platform) -> list[str]:
+    return platform.ledger.read_text().splitlines() if platform.ledger.exists() else []
+
+
+def verify(platform: Platform, execution_id: str) -> dict[str, Any]:
+    with platform.client() as client:
+        response = client.get(f"/execution/{execution_id}/audit/verify")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_a_refund_of_50_runs_one_of_20000_is_held_then_expires_rejected_and_reviewers_are_told(
+    platform: Platform, receiver: Receiver
+) -> None:
+    execution_id = platform.invoke(
+        calls(("transfer", {"amount": 50, "to": "a"}), ("transfer", {"amount": 20000, "to": "b"}))
+    )
+    held = platform.wait(execution_id, "suspended")
+    assert held["suspension"]["step"] == 2
+    assert "args.amount > 10000" in held["suspension"]["reason"]
+    assert ledger(platform) == ["50 a"]  # the small one ran, the large one did not
+    # Nobody decides: at the 2 s deadline the OE's watchdog rejects it, as decided by the system.
+    view = platform.wait(execution_id, "completed", "failed", timeout=30)
+    assert view["status"] == "completed", view
+    assert view["reviews"][-1]["decision"] == "rejected"
+    assert view["reviews"][-1]["decided_by"]["username"] == SYSTEM
+    assert "no reviewer decided within 2s" in view["reviews"][-1]["reviewer_notes"]
+    assert view["result"]["results"][1]["error"]
+    assert ledger(platform) == ["50 a"]  # rejected: never ran
+    # The webhook receiver verified the signature of each (its first request was refused with 503: retried).
+    created = receiver.wait_for(
+        "webhooks", lambda b: b["event"] == "review.created" and b["execution_id"] == execution_id
+    )
+    assert created["asks"] == {
+        **created["asks"],
+        "tool": "transfer",
+        "step": 2,
+        "args": {"amount": 20000, "to": "b"},
+    }
+    expired = receiver.wait_for(
+        "webhooks", lambda b: b["event"] == "review.expired" and b["execution_id"] == execution_id
+    )
+    assert (expired["decision"], expired["decided_by"]) == ("rejected", SYSTEM)
+    assert receiver.refused == []
+    slack = receiver.wait_for(
+        "slack", lambda b: execution_id in b["text"] and "waits for a reviewer" in b["text"]
+    )
+    assert slack["channel"] == "#reviews"
+    sent = json.dumps([receiver.webhooks, receiver.slack])
+    assert all(secret not in sent for secret in (*PLANTED, SIGNING_SECRET, SLACK_TOKEN))
+
+
+def test_a_condition_that_errors_or_costs_too_much_denies_and_the_audit_says_why(platform: Platform) -> None:
+    execution_id = platform.invoke(
+        calls(
+            ("shout", {"text": "boom"}),
+            ("shout", {"text": "x", "items": list(range(300))}),
+            ("shout", {"text": "ok"}),
+        )
+    )
+    view = platform.wait(execution_id)
+    assert view["status"] == "completed", view
+    results = view["result"]["results"]
+    assert results[2] == {"loud": "OK"}  # the condition holds for neither: it runs
+    records = tool_audit(platform, execution_id)
+    assert [r["decision"] for r in records] == ["deny", "deny", "allow"]
+    assert "deny[0].when" in records[0]["reason"] and "could not be evaluated" in records[0]["reason"]
+    assert "no such key" in records[0]["reason"].lower() or "missing" in records[0]["reason"]
+    assert "deny[1].when" in records[1]["reason"] and "estimated cost" in records[1]["reason"]
+
+
+def test_a_runaway_agent_stops_at_max_steps_per_execution(platform: Platform) -> None:
+    execution_id = platform.invoke(calls(*[("shout", {"text": f"again {n}"}) for n in range(12)]))
+    view = platform.wait(execution_id, "failed", "completed")
+    assert view["status"] == "failed", view
+    assert view["error"]["category"] == "budget_exceeded"
+    assert "maxStepsPerExecution" in view["error"]["explanation"]
+    records = tool_audit(platform, execution_id)
+    assert [r["decision"] for r in records[:8]] == ["allow"] * 8
+    refused = records[8]
+    assert (refused["decision"], refused["error_category"]) == ("refused", "budget_exceeded")
+    assert refused["detail"] == {"limit": "maxStepsPerExecution", "value": 8, "figure": 9}
+
+
+def test_a_users_daily_token_budget_stops_new_executions_and_says_when_it_resets(platform: Platform) -> None:
+    with platform.client() as client:
+        first = client.post(
+            "/invoke",
+            json={
+                "agent": AGENT,
+                "user_id": "spender",
+                "input": {"mode": "llm", "text": "count hello world"},
+            },
+        )
+        assert first.status_code == 202, first.text
+        # Its first model call used more than the 5 tokens a day: its next call is refused.
+        view = platform.wait(first.json()["execution_id"], "failed", "completed")
+        assert view["status"] == "failed" and view["error"]["category"] == "budget_exceeded", view
+        assert "maxTokensPerUserPerDay" in view["error"]["explanation"]
+        again = client.post(
+            "/invoke", json={"agent": AGENT, "user_id": "spender", "input": {"mode": "llm", "text": "hi"}}
+        )
+        other = client.post(
+            "/invoke", json={"agent": AGENT, "user_id": "saver", "input": calls(("shout", {"text": "x"}))}
+        )
+    assert again.status_code == 429, again.text
+    body = again.json()
+    assert body["error"] == "budget_exceeded" and body["limit"] == "maxTokensPerUserPerDay"
+    assert body["figure"] >= 5 and body["value"] == 5
+    midnight = (int(time.time()) // 86400 + 1) * 86400
+    assert body["resets_at"] == midnight
+    assert time.strftime("%Y-%m-%dT00:00:00Z", time.gmtime(midnight)) in body["detail"]
+    assert 0 < int(again.headers["retry-after"]) <= 86400
+    assert other.status_code == 202  # another user's budget is their own
+
+
+def test_tool_calls_per_minute_holds_across_two_oe_replicas_sharing_a_store(platform: Platform) -> None:
+    gate = platform.tmp / "rate-gate"
+    execution_id = platform.invoke(calls(("wait_for_file", {"path": str(gate)})))
+    platform.wait(execution_id, "running")
+    first_port = platform.oe_port
+    first = platform.processes["oe"]
+    platform.oe_port = free_port()
+    try:
+        platform.start_oe()  # a second replica on the same SQLite file
+        second_url = platform.oe_url
+        platform.processes["oe2"] = platform.processes["oe"]
+    finally:
+        platform.processes["oe"] = first
+        platform.oe_port = first_port
+    urls = [platform.oe_url, second_url]
+    answers = []
+    with httpx.Client(headers={"authorization": f"Bearer {RUNTIME_TOKEN}"}, timeout=30) as client:
+        for n in range(7):  # the runtime's calls alternate between the replicas
+            response = client.post(
+                f"{urls[n % 2]}/tool/execute",
+                json={"execution_id": execution_id, "step": 50 + n, "tool": "key_of_call", "args": {}},
+            )
+            answers.append((response.status_code, response.json()))
+    gate.write_text("go")
+    assert [answer[1].get("proceed") for answer in answers[:5]] == [True] * 5
+    status, refused = answers[5]
+    assert status == 200 and refused["proceed"] is False
+    assert "toolCallsPerMinuteByTool[key_of_call]" in refused["reason"]
+    view = platform.wait(execution_id, "failed", "completed")
+    assert view["error"]["category"] == "rate_limited"
+    assert answers[6][0] == 409  # the execution failed: nothing more runs
+    record = next(r for r in tool_audit(platform, execution_id) if r["decision"] == "refused")
+    assert record["detail"]["limit"] == "toolCallsPerMinuteByTool[key_of_call]"
+    assert record["detail"]["value"] == 5
+
+
+def _cli(platform: Platform, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTENGINE_SERVER": platform.oe_url,
+        "AGENTENGINE_TOKEN": CLIENT_TOKEN,
+        "HOME": str(platform.tmp),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "agent_runtime.cli", *args],
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_editing_or_deleting_an_audit_row_in_the_store_is_reported_at_that_record(platform: Platform) -> None:
+    ids = [platform.invoke(calls(*[("shout", {"text": f"t{n}"}) for n in range(3)])) for _ in range(3)]
+    for execution_id in ids:
+        platform.wait(execution_id)
+        verdict = verify(platform, execution_id)
+        assert verdict["intact"] is True and verdict["head_signed"] is True, json.dumps(verdict)
+    edited, middle, last = ids
+    # Offline, from a saved copy: the CLI needs only the OE's public key.
+    saved = platform.tmp / "audit.json"
+    with platform.client() as client:
+        saved.write_text(client.get(f"/execution/{edited}/audit").text)
+    public_key = platform.key_files()[1]
+    offline = _cli(platform, "audit", "verify", "--file", str(saved), "--public-key", str(public_key))
+    assert offline.returncode == 0, offline.stderr
+    assert "intact" in offline.stdout
+    with sqlite3.connect(platform.tmp / "oe" / "oe.sqlite3") as db:  # someone who can write the store
+        db.execute(
+            "UPDATE audit SET record = json_set(record, '$.decision', 'deny') "
+            "WHERE execution_id = ? AND json_extract(record, '$.seq') = 3",
+            (edited,),
+        )
+        db.execute(
+            "DELETE FROM audit WHERE execution_id = ? AND json_extract(record, '$.seq') = 2", (middle,)
+        )
+        top = db.execute(
+            "SELECT max(json_extract(record, '$.seq')) FROM audit WHERE execution_id = ?", (last,)
+        ).fetchone()[0]
+        db.execute(
+            "DELETE FROM audit WHERE execution_id = ? AND json_extract(record, '$.seq') = ?", (last, top)
+        )
+    assert verify(platform, edited) | {"reason": ""} == {
+        "execution_id": edited,
+        "intact": False,
+        "records": verify(platform, edited)["records"],
+        "head_signed": True,
+        "broken_at": 3,
+        "reason": "",
+    }
+    assert "edited" in verify(platform, edited)["reason"]
+    gone = verify(platform, middle)
+    assert (gone["intact"], gone["broken_at"]) == (False, 2) and "removed" in gone["reason"]
+    cut = verify(platform, last)
+    assert (cut["intact"], cut["broken_at"]) == (False, top) and "removed from the end" in cut["reason"]
+    online = _cli(platform, "audit", "verify", middle)
+    assert online.returncode == 1
+    assert "broken at record 2" in online.stdout + online.stderr
+    # The saved copy still verifies (it was taken before the edit): the store's copy no longer matches it.
+    assert (
+        _cli(platform, "audit", "verify", "--file", str(saved), "--public-key", str(public_key)).returncode
+        == 0
+    )
+    tampered = json.loads(saved.read_text())
+    tampered["records"][1]["args"] = {"text": "changed"}
+    saved.write_text(json.dumps(tampered))
+    offline = _cli(platform, "audit", "verify", "--file", str(saved), "--public-key", str(public_key))
+    assert offline.returncode == 1 and "broken at record 2" in offline.stdout + offline.stderr
+
+
+def test_an_agent_whose_condition_does_not_compile_is_refused_when_the_oe_loads_it(tmp_path: Path) -> None:
+    from agent_runtime.oe.registry import RegistrationError, parse_registration
+
+    document = {
+        "agent": "team-a/bad",
+        "token": "t-secret-1",
+        "aerUrl": "http://127.0.0.1:1",
+        "toolUrl": "http://127.0.0.1:2",
+        "policy": {"requireApproval": ["x", {"tool": "y", "when": "args.amount >"}]},
+    }
+    with pytest.raises(RegistrationError) as raised:
+        parse_registration(json.dumps(document).encode(), source="bad.json")
+    assert "requireApproval[1].when" in str(raised.value) and "t-secret-1" not in str(raised.value)
