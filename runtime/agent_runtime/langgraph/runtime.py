@@ -30,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agent_runtime.langgraph import threads
 from agent_runtime.langgraph.agent import LangGraphAgent, is_compiled_graph
 from agent_runtime.langgraph.checkpointer import checkpoint_settings
 from agent_runtime.langgraph.durable_tools import GovernedTool, tool_spec_from_langchain
@@ -102,6 +103,30 @@ class App(base.App):
             raise ToolDefinitionError(f"app.resolve_thread_id takes a function, got {type(func).__name__}")
         self._thread_resolver = func
         return func
+
+    @property
+    def has_thread_resolver(self) -> bool:
+        return self._thread_resolver is not None
+
+    async def thread_state(self, session_id: str, *, workspace_id: str) -> dict[str, Any]:
+        """The session's thread as `graph.get_state` sees it, as JSON (threads.py)."""
+        return await threads.thread_state(self, session_id=session_id, workspace_id=workspace_id)
+
+    async def update_thread_state(
+        self, session_id: str, *, workspace_id: str, values: Mapping[str, Any], as_node: str | None = None
+    ) -> dict[str, Any]:
+        """`graph.update_state(values, as_node=...)` on the session's thread; the new state as JSON."""
+        return await threads.update_thread_state(
+            self, session_id=session_id, workspace_id=workspace_id, values=values, as_node=as_node
+        )
+
+    async def session_history(self, session_id: str, *, workspace_id: str) -> list[dict[str, Any]]:
+        """The session's messages (LG-13), platform dicts."""
+        return await threads.session_history(self, session_id=session_id, workspace_id=workspace_id)
+
+    async def sessions(self, *, workspace_id: str) -> list[str]:
+        """The workspace's sessions that have a thread (LG-13)."""
+        return await threads.sessions(self, workspace_id=workspace_id)
 
     def thread_id(self, context: RequestContext) -> str:
         """The checkpoint thread id of the execution `context` describes."""

@@ -191,6 +191,28 @@ class Runtimes:
             return None
         return tools if isinstance(tools, list) else None
 
+    async def aer_json(
+        self, reg: AgentRegistration, method: str, path: str, *, body: bytes | None = None
+    ) -> tuple[int, Any]:
+        """One JSON request to the AER (its thread routes, servers/thread_http.py): status and parsed
+        answer; raises RuntimeUnavailable when the AER cannot be asked."""
+        try:
+            async with authorized(
+                self._pool(),
+                method,
+                reg.aer_url + path,
+                reg=reg,
+                audience="aer",
+                data=body,
+                timeout=self._short,
+            ) as response:
+                raw = await response.read()
+                return response.status, json.loads(raw) if raw else None
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise RuntimeUnavailable(
+                f"the AER of {reg.agent} did not answer ({type(exc).__name__})", retryable=True
+            ) from None
+
     async def test_connector(self, reg: AgentRegistration, connector: str) -> tuple[int, dict[str, Any]]:
         """The Tool Pod's `POST /connectors/{name}/test`: its HTTP status and JSON answer; raises
         RuntimeUnavailable when the Tool Pod cannot be asked."""

@@ -36,6 +36,7 @@ from agent_runtime.servers.drain_http import work_routes
 from agent_runtime.servers.executions import ExecutionConflictError, ExecutionRunner, WorkspaceMismatchError
 from agent_runtime.servers.health import Readiness
 from agent_runtime.servers.metrics import ExecutionMetrics, ToolMetrics
+from agent_runtime.servers.thread_http import is_thread_path, thread_routes
 from agent_runtime.servers.tool_surface import routed_tool_surface, tool_surface
 
 TOOLS_PATH = "/tools"
@@ -131,6 +132,7 @@ def build_aer_app(
             *execution_routes(runner, pod=pod),
             Route(TOOLS_PATH, tools, methods=["GET"]),
             *work_routes(work, app_id=app_id, pod=pod),
+            *thread_routes(app, app_id=app_id),
         ],
         token=token,
         metrics=metrics,
@@ -147,6 +149,7 @@ def build_aer_app(
             audience="aer",
             workspace=app_id,
             token=token,
-            token_opens=lambda path: path != AER_EXECUTE_PATH,
+            # The thread routes read the checkpoints (the Tool Pod holds the token, not the store).
+            token_opens=lambda path: path != AER_EXECUTE_PATH and not is_thread_path(path),
         ),
     )

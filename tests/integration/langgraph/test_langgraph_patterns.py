@@ -12,6 +12,7 @@ which).
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 
 from agent_runtime.langgraph.stopped_tool_calls import STOPPED_TEXT
 from tests.conftest import Process
-from tests.integration.loop.harness import AGENT, LLM_KEY, Platform, Tenant
+from tests.integration.loop.harness import AGENT, LLM_KEY, RUNTIME_TOKEN, Platform, Tenant
 from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
 from tests.providers.llm_peer import RecordedRequest, RunningLLMPeer, Turn, running_llm_peer
 
@@ -41,6 +42,14 @@ class PatternsPlatform(Platform):
 
     def _launch(self, env: dict[str, str], *, port: int, timeout: float = 30) -> Process:
         return super()._launch(env, port=port, timeout=max(timeout, 180))
+
+    def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
+        env = super()._runtime_env(mode, port)
+        if mode == "aer":
+            # This run's own store: the default file under the system temp dir outlives the run.
+            store = str(self.tmp / "checkpoints.sqlite3")
+            env.update(CHECKPOINT_STORE="sqlite", CHECKPOINT_SQLITE_PATH=store)
+        return env
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +130,7 @@ class Session:
 @pytest.fixture
 def session(platform: Platform, peer: RunningLLMPeer, request: pytest.FixtureRequest) -> Any:
     def make(session_id: str) -> Session:
-        return Session(platform, peer, f"{session_id}-{request.node.name[-24:]}")
+        return Session(platform, peer, f"{session_id}-{uuid.uuid4().hex[:12]}")
 
     return make
 
@@ -327,3 +336,47 @@ def test_a_sync_graph_with_model_invoke_runs(session: Any, platform: Platform) -
 
 def test_no_process_printed_the_key(platform: Platform) -> None:
     assert LLM_KEY not in "\n".join(p.output() for p in platform.processes.values() if isinstance(p, Process))
+
+
+def test_a_sessions_thread_state_and_history_through_the_oe(session: Any, platform: Platform) -> None:
+    """get_state / update_state and the session history routes (LG-13), scoped to the workspace."""
+    s = session("react")
+    s.peer.push(Turn.answer("Hello there."))
+    assert s.wait(s.say("hi"))["status"] == "completed"
+    base = f"/api/v1/projects/{PROJECT}/agents/{AGENT.split('/', 1)[1]}/sessions"
+    with platform.client() as client:
+        state = client.get(f"{base}/{s.session_id}/state")
+        assert state.status_code == 200, state.text
+        assert [m["content"] for m in state.json()["values"]["messages"]] == ["hi", "Hello there."]
+        assert state.json()["next"] == [] and state.json()["interrupts"] == []
+        assert s.session_id in client.get(base).json()["sessions"]
+        history = client.get(f"{base}/{s.session_id}/messages").json()["messages"]
+        assert [(m["type"], m["content"]) for m in history] == [("human", "hi"), ("ai", "Hello there.")]
+
+        note = {"messages": [{"role": "user", "content": "remember: window seat"}]}
+        updated = client.post(f"{base}/{s.session_id}/state", json={"values": note, "as_node": "agent"})
+        assert updated.status_code == 200, updated.text
+        assert updated.json()["values"]["messages"][-1]["content"] == "remember: window seat"
+        wrong_node = client.post(f"{base}/{s.session_id}/state", json={"values": {}, "as_node": "nope"})
+        assert wrong_node.status_code == 400 and "as_node" in wrong_node.text, wrong_node.text
+        wrong_body = client.post(f"{base}/{s.session_id}/state", json={"value": 1})
+        assert wrong_body.status_code == 400 and "values" in wrong_body.text, wrong_body.text
+        assert client.get(f"{base}/react-never-seen/state").status_code == 404
+        # Another project's path reaches no thread of this one.
+        other = client.get(f"/api/v1/projects/team-b/agents/other/sessions/{s.session_id}/state")
+        assert other.status_code != 200 and "window seat" not in other.text
+    # The next turn goes on from the updated state.
+    s.peer.push(Turn.answer("Noted."))
+    assert s.wait(s.say("ok"))["status"] == "completed"
+    assert "remember: window seat" in json.dumps(s.asked()[-1].body["messages"])
+
+
+def test_the_runtime_token_does_not_open_the_aers_thread_routes(platform: Platform) -> None:
+    """The Tool Pod holds the runtime token but not the checkpoint store: it cannot read threads through
+    the AER. Only the OE's signed statement opens the thread routes."""
+    aer = f"http://127.0.0.1:{platform.aer_port}"
+    for path in ("/threads/any-session/state", "/query/sessions", "/query/sessions/any-session/messages"):
+        refused = httpx.get(aer + path, headers={"authorization": f"Bearer {RUNTIME_TOKEN}"})
+        assert refused.status_code in (401, 403), (path, refused.status_code, refused.text)
+    opened = httpx.get(aer + "/query/sessions", headers=platform.runtime_headers("aer"))
+    assert opened.status_code == 200, opened.text

@@ -1,0 +1,120 @@
+"""Threads as LangGraph users know them: a session's state (`get_state` / `update_state`) and history.
+
+The AER holds the checkpoint store, so it answers these for the OE, which authorizes the client (reading
+a session is reading the Agent's executions; changing its state is a reviewer's right) and forwards. A
+session is addressed only under its workspace-scoped key `session_id:workspace_id` (LG-06): the raw
+`session_id` is never read, and threads a custom `app.resolve_thread_id` keys are not addressable here.
+The graph is built as for a run (the entrypoint, with a RequestContext naming only the session), and
+nothing runs: `aget_state` reads the checkpoint, `aupdate_state` writes one as LangGraph does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agent_runtime.langgraph.agent import graph_checkpointer, is_compiled_graph, jsonable_state
+from agent_runtime.langgraph.model_keys import set_placeholder_keys
+from agent_runtime.langgraph.query import session_messages
+from agent_runtime.langgraph.thread_id import scoped_thread_id
+from agent_runtime.sdk.context import RequestContext, entrypoint_scope, run_scope
+
+if TYPE_CHECKING:
+    from agent_runtime.langgraph.runtime import App
+
+logger = logging.getLogger(__name__)
+READ_EXECUTION_ID = "thread-state"
+
+
+class ThreadUnavailable(Exception):
+    """The App cannot answer for this thread; `status` is the HTTP status, the message says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _graph(app: App, *, session_id: str | None, workspace_id: str) -> tuple[Any, dict[str, Any]]:
+    if app.has_thread_resolver:
+        raise ThreadUnavailable(
+            409, "this Agent keys its threads with app.resolve_thread_id: only session-keyed threads are here"
+        )
+    context = RequestContext(execution_id=READ_EXECUTION_ID, session_id=session_id, workspace_id=workspace_id)
+    entry = app.entrypoint_function
+    if entry is None:
+        raise ThreadUnavailable(404, "this Agent has no entrypoint")
+    try:
+        with run_scope(context, oe=None), entrypoint_scope():
+            set_placeholder_keys()
+            graph = entry(context)
+    except Exception as exc:
+        logger.exception("the entrypoint failed to build the graph for a thread route")
+        raise ThreadUnavailable(
+            500, f"the entrypoint raised {type(exc).__name__} building the graph; see the AER log"
+        ) from None
+    if not is_compiled_graph(graph) or graph_checkpointer(graph) is None:
+        raise ThreadUnavailable(
+            404, "this Agent's graph keeps no checkpoints: compile it with checkpointer=app.checkpointer()"
+        )
+    config = {"configurable": {"thread_id": scoped_thread_id(session_id or "", workspace_id)}}
+    return graph, config
+
+
+def snapshot_view(session_id: str, state: Any) -> dict[str, Any]:
+    """A `StateSnapshot` as JSON: values (messages as platform dicts), what runs next, pending interrupts."""
+    configurable = (getattr(state, "config", None) or {}).get("configurable") or {}
+    return {
+        "session_id": session_id,
+        "values": jsonable_state(state.values or {}),
+        "next": [str(node) for node in state.next or ()],
+        "interrupts": [
+            {"id": str(item.id), "value": jsonable_state(item.value)} for item in state.interrupts or ()
+        ],
+        "checkpoint_id": configurable.get("checkpoint_id"),
+        "created_at": state.created_at,
+    }
+
+
+async def thread_state(app: App, *, session_id: str, workspace_id: str) -> dict[str, Any]:
+    graph, config = _graph(app, session_id=session_id, workspace_id=workspace_id)
+    state = await graph.aget_state(config)
+    if state.created_at is None:
+        raise ThreadUnavailable(404, f"no thread for session {session_id!r} in this workspace")
+    return snapshot_view(session_id, state)
+
+
+async def update_thread_state(
+    app: App, *, session_id: str, workspace_id: str, values: Mapping[str, Any], as_node: str | None
+) -> dict[str, Any]:
+    graph, config = _graph(app, session_id=session_id, workspace_id=workspace_id)
+    if as_node is not None and as_node not in graph.nodes:
+        known = ", ".join(sorted(str(name) for name in graph.nodes if not str(name).startswith("__")))
+        raise ThreadUnavailable(400, f"as_node: the graph has no node {as_node!r}; it has {known}")
+    await graph.aupdate_state(config, dict(values), as_node=as_node)
+    return snapshot_view(session_id, await graph.aget_state(config))
+
+
+async def session_history(app: App, *, session_id: str, workspace_id: str) -> list[dict[str, Any]]:
+    graph, _ = _graph(app, session_id=session_id, workspace_id=workspace_id)
+    checkpointer = graph_checkpointer(graph)
+    assert checkpointer is not None
+    return [dict(m) for m in await session_messages(checkpointer, session_id, workspace_id=workspace_id)]
+
+
+async def sessions(app: App, *, workspace_id: str, limit: int = 200) -> list[str]:
+    """The sessions of this workspace with a thread, newest checkpoint first (scoped keys only)."""
+    graph, _ = _graph(app, session_id=None, workspace_id=workspace_id)
+    checkpointer = graph_checkpointer(graph)
+    assert checkpointer is not None
+    suffix = f":{workspace_id}"
+    found: list[str] = []
+    async for item in checkpointer.alist(None):
+        thread = str((item.config.get("configurable") or {}).get("thread_id") or "")
+        ns = str((item.config.get("configurable") or {}).get("checkpoint_ns") or "")
+        session = thread[: -len(suffix)] if thread.endswith(suffix) else ""
+        if ns == "" and session and session not in found:
+            found.append(session)
+            if len(found) >= limit:
+                break
+    return found
