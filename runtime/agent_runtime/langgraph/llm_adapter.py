@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -45,13 +45,7 @@ class LangChainModelAdapter:
         **options: Any,
     ) -> Message:
         """Run the model once on platform messages; return the final AI message as a platform dict."""
-        tool_choice = options.pop("tool_choice", None)
-        runnable: Any = self.model
-        if tools:
-            runnable = self.model.bind_tools([dict(tool) for tool in tools], tool_choice=tool_choice)
-        elif tool_choice is not None:
-            options["tool_choice"] = tool_choice
-        inputs = from_platform_messages(messages)
+        runnable, inputs = self._prepared(messages, tools=tools, options=options)
         if stream:
             chunks = [chunk async for chunk in runnable.astream(inputs, **options)]
             if not chunks:
@@ -63,3 +57,60 @@ class LangChainModelAdapter:
         if not isinstance(message, AIMessage):
             raise TypeError(f"the model returned a {type(message).__name__}, not an AIMessage")
         return to_platform(message)
+
+    async def astream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The model's stream (issue 32): an `llm_chunk` event per LangChain chunk as it arrives, then the
+        final AI message as a platform dict (the chunks merged), as the chat-completions client streams."""
+        runnable, inputs = self._prepared(messages, tools=tools, options=options)
+        merged: Any = None
+        async for chunk in runnable.astream(inputs, **options):
+            merged = chunk if merged is None else merged + chunk
+            if isinstance(chunk, AIMessageChunk):
+                yield _chunk_event(chunk)
+        if merged is None:
+            raise ValueError("the model streamed no chunk")
+        message = message_chunk_to_message(merged) if isinstance(merged, AIMessageChunk) else merged
+        if not isinstance(message, AIMessage):
+            raise TypeError(f"the model returned a {type(message).__name__}, not an AIMessage")
+        yield to_platform(message)
+
+    def _prepared(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        options: dict[str, Any],
+    ) -> tuple[Any, Any]:
+        tool_choice = options.pop("tool_choice", None)
+        runnable: Any = self.model
+        if tools:
+            runnable = self.model.bind_tools([dict(tool) for tool in tools], tool_choice=tool_choice)
+        elif tool_choice is not None:
+            options["tool_choice"] = tool_choice
+        return runnable, from_platform_messages(messages)
+
+
+def _chunk_event(chunk: AIMessageChunk) -> dict[str, Any]:
+    """A LangChain chunk as the platform's `llm_chunk` event (text content, tool-call pieces)."""
+    content = chunk.content if isinstance(chunk.content, str) else ""
+    return {
+        "type": "llm_chunk",
+        "id": chunk.id,
+        "content": content,
+        "additional_kwargs": {},
+        "tool_call_chunks": [
+            {
+                "index": piece.get("index") or 0,
+                "id": piece.get("id"),
+                "name": piece.get("name"),
+                "args": piece.get("args") or "",
+            }
+            for piece in chunk.tool_call_chunks
+        ],
+    }

@@ -29,9 +29,12 @@ class Lagging:
 
 
 class EventBus:
-    def __init__(self, *, store: Store, poll_s: float = 1.0, buffer: int = DEFAULT_BUFFER) -> None:
+    def __init__(
+        self, *, store: Store, poll_s: float = 1.0, buffer: int = DEFAULT_BUFFER, page: int = PAGE
+    ) -> None:
         self._store = store
         self._poll_s = poll_s
+        self._page = page
         self.subscribers = Subscribers(limit=buffer)
 
     async def publish(
@@ -59,13 +62,13 @@ class EventBus:
                     return
                 if need_store:
                     # A page from the store: the backlog, a gap (another replica's events), or a poll.
-                    events = await self._store.list_events(execution_id, after_seq=last, limit=PAGE)
+                    events = await self._store.list_events(execution_id, after_seq=last, limit=self._page)
                     for event in events:
                         last = event.seq
                         yield event
                         if event.type in FINAL_EVENTS:
                             return
-                    need_store = len(events) >= PAGE
+                    need_store = len(events) >= self._page
                     if events:
                         idle = 0.0
                     if need_store:

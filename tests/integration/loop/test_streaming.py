@@ -213,8 +213,11 @@ def test_a_secret_split_across_chunks_appears_in_no_delta(
     deltas = deltas_by_step(records)[1]
     pieces = [call.arguments for d in deltas for call in d.tool_calls]
     assert len(pieces) > 6  # really split
+    # What a client rebuilds from the pieces (each SSE event alone never holds a whole split value).
+    rebuilt = "".join(d.text + "".join(c.arguments for c in d.tool_calls) for d in deltas)
     for secret in PLANTED:
         assert secret.encode() not in raw
+        assert secret not in rebuilt and secret not in rebuilt.replace("%2D", "-")
     assert b"sk-loop-llm-key" not in raw and b"loop-runtime-token" not in raw  # no prefix leaked either
     args = [call["args"]["text"] for call in joined(deltas)["tool_calls"]]
     assert args == ["key [REDACTED] and token [REDACTED] end", "url-encoded [REDACTED] too"]
