@@ -24,6 +24,9 @@ from typing import Any
 import httpx
 
 from agent_operator.render import component_name, token_secret_name
+from agent_runtime.demo.kube import RETRYABLE, Kube, StepFailed, eventually
+
+__all__ = ["RETRYABLE", "Kube", "StepFailed", "eventually"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHART = REPO_ROOT / "charts" / "agent-engine"
@@ -55,70 +58,6 @@ PROJECT_IMAGES: dict[str, tuple[str, str]] = {
 
 def project_image_refs() -> list[str]:
     return [f"{repository}:{VERSION}" for repository in PROJECT_IMAGES]
-
-
-class StepFailed(AssertionError):
-    """A step's command failed or its condition never held; the message carries the command's output."""
-
-
-@dataclass(frozen=True)
-class Kube:
-    """kubectl and helm from `bin_dir`, with an environment naming the cluster (KUBECONFIG)."""
-
-    bin_dir: Path
-    env: Mapping[str, str]
-
-    def run(
-        self, tool: str, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 300
-    ) -> str:
-        proc = subprocess.run(
-            [str(self.bin_dir / tool), *args],
-            input=stdin,
-            env=dict(self.env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            raise StepFailed(f"{tool} {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}")
-        return proc.stdout
-
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 300) -> str:
-        return self.run("kubectl", *args, stdin=stdin, check=check, timeout=timeout)
-
-    def helm(self, *args: str, check: bool = True) -> str:
-        return self.run("helm", *args, check=check)
-
-    def get_json(self, *args: str) -> dict[str, Any]:
-        return json.loads(self.kubectl("get", *args, "-o", "json"))
-
-
-# Errors a poll keeps trying through: a command that failed, a reply not there yet, a port not listening yet.
-RETRYABLE: tuple[type[BaseException], ...] = (
-    StepFailed,
-    subprocess.TimeoutExpired,
-    KeyError,
-    ValueError,
-    httpx.TransportError,
-)
-
-
-def eventually(what: str, check: Callable[[], Any], *, timeout: float = 120.0, interval: float = 1.0) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` and the last error."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-        except RETRYABLE as error:
-            last = error
-        else:
-            if result:
-                return result
-            last = result
-        time.sleep(interval)
-    raise StepFailed(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def helm_values_args(values: Mapping[str, str]) -> list[str]:

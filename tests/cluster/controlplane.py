@@ -771,7 +771,7 @@ def _serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: stop.set())
     plane = ControlPlane(
-        bin_dir=Path(args.bin_dir),
+        bin_dir=Path(args.bin_dir) if args.bin_dir else ensure_binaries(echo=False),
         nodes=args.nodes,
         real_node=args.real_node,
         network_policies=args.network_policies,
@@ -927,7 +927,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop the control plane started by `up`")
     serve = sub.add_parser("serve", help="(internal) run a control plane in the foreground until signalled")
     serve.add_argument("--nodes", type=int, default=1)
-    serve.add_argument("--bin-dir", required=True)
+    serve.add_argument("--bin-dir", default="", help="default: the cached binaries (built when missing)")
     serve.add_argument("--state-file", required=True)
     serve.add_argument("--real-node", action="store_true")
     serve.add_argument("--network-policies", action="store_true")

@@ -21,7 +21,7 @@ from tests.conftest import REPO_ROOT
 def _start() -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.local_platform", "--once"],
+        [sys.executable, "-m", "agent_runtime.demo", "--once"],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
-import re
 import threading
 import time
 from collections import deque
@@ -41,6 +39,17 @@ from typing import Any
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field
 
+# The wire format, the brain and the completion rendering are the product's offline model stand-in's
+# (`agentengine dev --model scripted`); this peer adds the faults, the recording and the key check.
+from agent_runtime.devloop.scripted_model import (
+    Completion,
+    ScriptedCall,
+    request_problem,
+)
+from agent_runtime.devloop.scripted_model import (
+    brain as scripted_brain,
+)
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -49,17 +58,6 @@ _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 COMPLETIONS_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 SYSTEM_FINGERPRINT = "fp_llmpeer01"
-_ARGUMENT_PIECE = 7  # characters of tool-call arguments per stream chunk: splits keys and values
-
-
-class ScriptedCall(BaseModel):
-    """One tool call a scripted turn makes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    id: str | None = None
 
 
 class Turn(BaseModel):
@@ -186,7 +184,7 @@ class LLMPeerApp:
     async def _complete(
         self, request: Any, *, headers: Mapping[str, str], receive: Receive, send: Send
     ) -> None:
-        problem = _request_problem(request)
+        problem = request_problem(request)
         if problem:
             await _error(send, 400, problem, code="invalid_request")
             return
@@ -205,7 +203,7 @@ class LLMPeerApp:
         if turn.raw is not None:
             await _respond(send, 200, turn.raw.encode(), content_type=turn.content_type.encode())
             return
-        completion = _Completion.build(request, turn)
+        completion = _completion(request, turn)
         if request.get("stream"):
             include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
             await _stream(send, receive, completion.chunks(include_usage=include_usage), turn)
@@ -220,178 +218,26 @@ class LLMPeerApp:
             await _respond(send, 200, completion.whole())
 
 
-def _request_problem(request: Any) -> str | None:
-    if not isinstance(request, dict):
-        return "We could not parse the JSON body of your request."
-    if not isinstance(request.get("model"), str) or not request["model"]:
-        return "you must provide a model parameter"
-    messages = request.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "'messages' must be a non-empty array"
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in (
-            "system",
-            "developer",
-            "user",
-            "assistant",
-            "tool",
-        ):
-            return f"Invalid value for 'messages[{index}].role'."
-    if request.get("tools") is not None and not isinstance(request["tools"], list):
-        return "'tools' must be an array"
-    return None
-
-
-# The agent brain ----------------------------------------------------------------------------------------
-
-
 def brain(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
 ) -> tuple[str, list[ScriptedCall]]:
-    """A deterministic answer to an OpenAI-shaped conversation: (text, tool calls)."""
-    last = messages[-1]
-    if last.get("role") == "user" and tools:
-        text = _text(last.get("content"))
-        for tool in tools:
-            function = tool.get("function") or {}
-            properties = (function.get("parameters") or {}).get("properties") or {}
-            if len(properties) == 1:
-                ((prop, schema),) = properties.items()
-                if isinstance(schema, dict) and schema.get("type") == "string":
-                    return "", [ScriptedCall(name=function["name"], args={prop: text})]
-    if last.get("role") == "tool":
-        names = {}
-        for message in messages:
-            for call in message.get("tool_calls") or []:
-                names[call.get("id")] = (call.get("function") or {}).get("name", "tool")
-        results = []
-        for message in reversed(messages):
-            if message.get("role") != "tool":
-                break
-            results.append(
-                f"{names.get(message.get('tool_call_id'), 'tool')} says: {_text(message.get('content'))}"
-            )
-        return "; ".join(reversed(results)), []
-    users = [m for m in messages if m.get("role") == "user"]
-    return f"peer heard: {_text(users[-1].get('content')) if users else ''}", []
+    """The product's deterministic brain, in this peer's words (`peer heard: ...`)."""
+    return scripted_brain(messages, tools, heard="peer heard")
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
-
-
-# Building completions -----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Completion:
-    """One answer, rendered either whole or as chunks; both carry the same id, metadata and usage."""
-
-    id: str
-    model: str
-    created: int
-    text: str
-    calls: list[tuple[str, str, str]]  # id, name, arguments (JSON text)
-    usage: dict[str, Any]
-
-    @classmethod
-    def build(cls, request: dict[str, Any], turn: Turn) -> _Completion:
-        text, scripted = turn.text, turn.tool_calls
-        if text is None and scripted is None:
-            text, scripted = brain(request["messages"], request.get("tools"))
-        text, scripted = text or "", scripted or []
-        # Same request and turn -> same id, so a streamed and a whole answer can be compared field by field.
-        seed = {k: request.get(k) for k in ("model", "messages", "tools")}
-        seed["turn"] = turn.model_dump(include={"text", "tool_calls", "id"})
-        digest = hashlib.sha256(json.dumps(seed, sort_keys=True, default=str).encode()).hexdigest()
-        completion_id = turn.id or f"chatcmpl-{digest[:24]}"
-        calls = [
-            (
-                call.id or f"call_{hashlib.sha256(f'{completion_id}/{index}'.encode()).hexdigest()[:24]}",
-                call.name,
-                json.dumps(call.args),
-            )
-            for index, call in enumerate(scripted)
-        ]
-        prompt = sum(1 + len(_text(m.get("content")).split()) for m in request["messages"])
-        output = len(text.split()) + sum(1 + len(args) // 4 for _, _, args in calls)
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": output,
-            "total_tokens": prompt + output,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        }
-        return cls(completion_id, request["model"], int(time.time()), text, calls, usage)
-
-    @property
-    def finish_reason(self) -> str:
-        return "tool_calls" if self.calls else "stop"
-
-    def _top(self, obj: str) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": obj,
-            "created": self.created,
-            "model": self.model,
-            "service_tier": "default",
-            "system_fingerprint": SYSTEM_FINGERPRINT,
-        }
-
-    def whole(self) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": self.text if self.text or not self.calls else None,
-            "refusal": None,
-            "annotations": [],
-        }
-        if self.calls:
-            message["tool_calls"] = [
-                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                for i, n, a in self.calls
-            ]
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}
-        return {**self._top("chat.completion"), "choices": [choice], "usage": self.usage}
-
-    def chunks(self, *, include_usage: bool) -> list[dict[str, Any]]:
-        """OpenAI's chunk sequence for this answer (without the final `[DONE]`)."""
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            out = {
-                **self._top("chat.completion.chunk"),
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-            }
-            if include_usage:
-                out["usage"] = None
-            return out
-
-        first: dict[str, Any] = {"role": "assistant", "content": "" if self.text or not self.calls else None}
-        first["refusal"] = None
-        pieces = re.findall(r"\s*\S+", self.text)
-        out = [chunk(first)]
-        out += [chunk({"content": piece}) for piece in pieces]
-        for index, (call_id, name, arguments) in enumerate(self.calls):
-            head = {
-                "index": index,
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": ""},
-            }
-            out.append(chunk({"tool_calls": [head]}))
-            for start in range(0, len(arguments), _ARGUMENT_PIECE):
-                piece = arguments[start : start + _ARGUMENT_PIECE]
-                out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
-        out.append(chunk({}, self.finish_reason))
-        if include_usage:
-            out.append({**self._top("chat.completion.chunk"), "choices": [], "usage": self.usage})
-        return out
+def _completion(request: dict[str, Any], turn: Turn) -> Completion:
+    """The turn's answer (the brain's when it names none), with an id from the request and the turn."""
+    text, scripted = turn.text, turn.tool_calls
+    if text is None and scripted is None:
+        text, scripted = brain(request["messages"], request.get("tools"))
+    return Completion.build(
+        request,
+        text=text or "",
+        calls=scripted or [],
+        seed=turn.model_dump(include={"text", "tool_calls", "id"}),
+        completion_id=turn.id,
+        fingerprint=SYSTEM_FINGERPRINT,
+    )
 
 
 # ASGI plumbing ------------------------------------------------------------------------------------------
