@@ -36,6 +36,8 @@ import httpx
 from tests.conftest import REPO_ROOT, Process, free_port
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, Platform
 
+# Executions that did not complete (reported with the figures, not hidden).
+FAILURES: list[str] = []
 CONCURRENT = 100
 WORDS = 40
 WORD_DELAY_S = 0.02
@@ -157,7 +159,8 @@ async def _streamed(client: httpx.AsyncClient, prompt: str) -> list[tuple[int, f
                 got.append((offset, time.time()))
             elif record["type"] in ("completed", "failed", "cancelled"):
                 if record["type"] != "completed":
-                    raise RuntimeError(f"execution {execution_id} {record['type']}: {record['data']}")
+                    error = record["data"].get("error") or {}
+                    FAILURES.append(f"{record['type']}: {error.get('explanation', '')[:160]}")
                 break
     return got
 
@@ -209,7 +212,8 @@ async def _measure(platform: Platform, provider_port: int, sent_log: Path) -> di
             got = await _streamed(client, f"tag=t{i} words=5")
             sent = _sent(sent_log)
             direct_first.append(_latencies(direct[:1], sent[f"d{i}"])[0])
-            platform_first.append(_latencies(got[:1], sent[f"t{i}"])[0])
+            if got:
+                platform_first.append(_latencies(got[:1], sent[f"t{i}"])[0])
         direct_all = []
         for i in range(10):
             direct = await _direct(provider_port, f"b{i}")
@@ -377,6 +381,9 @@ def main() -> None:
         f"({STALLED_SUBSCRIBERS} of them over {STALL_WORDS} deltas; {f['stalled_told_to_resume']} "
         "told to resume)"
     )
+    figures["failed_executions"] = len(FAILURES)
+    if FAILURES:
+        print(f"{len(FAILURES)} execution(s) did not complete, e.g. {FAILURES[0]}")
     print(json.dumps(figures))
 
 
