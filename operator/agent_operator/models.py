@@ -12,6 +12,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from agent_runtime.oe.limits import Limits
 from agent_runtime.oe.policy import ToolPolicy
 
 GROUP = "agentengine.io"
@@ -175,6 +176,7 @@ class AgentSpec(Spec):
     connectors: tuple[str, ...] = ()
     llm: LlmSpec = Field(default_factory=LlmSpec)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    limits: Limits = Field(default_factory=Limits)  # issue 34: enforced by the OE, from the registration
     components: Components = Field(default_factory=Components)
 
 

@@ -33,6 +33,7 @@ from agent_operator.models import Agent, Connector
 from agent_operator.quantities import quantity
 from agent_operator.render import COMPONENTS, Desired, enabled_components, render_objects, url_endpoint
 from agent_operator.settings import RenderSettings
+from agent_runtime.oe.policy import policy_problems
 
 # Services are named `<agent>-<component>`: a DNS-1035 label, so no dots and a letter first.
 AGENT_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -89,6 +90,13 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         if problem := forbidden_address(where, host, reason="LlmBaseUrlForbidden", condition="Ready"):
             raise problem
     _check_components(agent)
+    # Issue 34: every CEL condition compiles and type checks now, as the OE will compile it.
+    for path, problem in policy_problems(agent.spec.tools):
+        raise InputProblem(
+            reason="PolicyConditionInvalid",
+            message=f"spec.tools.{path} {problem}; fix the expression (CEL over tool, args, agent, user, "
+            "step and usage)",
+        )
     image = agent.spec.image or settings.default_image
     if image is None:
         raise InputProblem(

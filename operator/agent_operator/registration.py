@@ -46,12 +46,18 @@ def registration_document(agent: Agent, *, token: str) -> AgentRegistration:
         aer_url=url("aer"),
         tool_url=url("tool"),
         policy=agent.spec.tools,
+        limits=agent.spec.limits,
     )
 
 
 def render_registration(agent: Agent, *, token: str, settings: RenderSettings) -> dict[str, Any]:
     """The registration Secret in the OE's namespace, labelled so the OE's watch selects it."""
     document = registration_document(agent, token=token).model_dump(mode="json", by_alias=True)
+    # Unset limits and notify targets stay out: the document is what it was for an Agent without them.
+    document["limits"] = agent.spec.limits.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    for empty in ("limits", "notify"):
+        if not document.get(empty):
+            document.pop(empty, None)
     document["token"] = token  # the dump masks a SecretStr; the OE needs the value
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return {

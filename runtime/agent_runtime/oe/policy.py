@@ -88,6 +88,10 @@ class ToolPolicy(BaseModel):
     allow: tuple[str, ...] | None = None
     deny: tuple[Rule, ...] = ()
     require_approval: tuple[Rule, ...] = ()
+    # The CRD's typed lists of conditional rules (a CRD array cannot mix strings and objects): checked
+    # after `deny` and `requireApproval` respectively, with the same meaning.
+    deny_when: tuple[ToolRule, ...] = ()
+    require_approval_when: tuple[ToolRule, ...] = ()
     sensitive: Literal["approve", "allow", "deny"] = "approve"
     # The Agent's approval deadline, for every held call whose rule sets none.
     approval: ApprovalSettings | None = None
@@ -106,7 +110,7 @@ def policy_problems(policy: ToolPolicy) -> list[tuple[str, str]]:
     """Every condition that does not compile, as (path under spec.tools, problem): what the operator
     refuses at reconcile and the OE refuses when it loads the registration."""
     problems: list[tuple[str, str]] = []
-    for field, rules in (("deny", policy.deny), ("requireApproval", policy.require_approval)):
+    for field, rules in _rule_lists(policy):
         for index, rule in enumerate(rules):
             if isinstance(rule, ToolRule) and rule.when is not None:
                 try:
@@ -114,6 +118,15 @@ def policy_problems(policy: ToolPolicy) -> list[tuple[str, str]]:
                 except ConditionError as exc:
                     problems.append((f"{field}[{index}].when", str(exc)))
     return problems
+
+
+def _rule_lists(policy: ToolPolicy) -> tuple[tuple[str, tuple[Rule, ...]], ...]:
+    return (
+        ("deny", policy.deny),
+        ("denyWhen", policy.deny_when),
+        ("requireApproval", policy.require_approval),
+        ("requireApprovalWhen", policy.require_approval_when),
+    )
 
 
 def _rule_tool(rule: Rule) -> str:
@@ -150,9 +163,13 @@ def decide(
 ) -> Decision:
     """The policy's outcome for one call of `tool` (`invoke_llm` for a model call); `facts` are what
     conditions see (oe/conditions.py `facts()`)."""
-    if (denied := _applying("deny", policy.deny, tool=tool, facts=facts)) is not None:
+    denied = _applying("deny", policy.deny, tool=tool, facts=facts)
+    field = "deny"
+    if denied is None:
+        denied, field = _applying("denyWhen", policy.deny_when, tool=tool, facts=facts), "denyWhen"
+    if denied is not None:
         index, rule, failed = denied
-        path = f"deny[{index}]"
+        path = f"{field}[{index}]"
         if failed is not None:
             return Decision(Outcome.DENY, f"tool {tool!r} is denied: {failed}", path, condition_failed=True)
         why = f" when {rule.when!r}" if isinstance(rule, ToolRule) and rule.when else ""
@@ -162,9 +179,15 @@ def decide(
         )
     if policy.allow is not None and _first_match(tool, policy.allow) is None:
         return Decision(Outcome.DENY, f"tool {tool!r} is not in the Agent's allow list")
-    if (held := _applying("requireApproval", policy.require_approval, tool=tool, facts=facts)) is not None:
+    held = _applying("requireApproval", policy.require_approval, tool=tool, facts=facts)
+    field = "requireApproval"
+    if held is None and (
+        held := _applying("requireApprovalWhen", policy.require_approval_when, tool=tool, facts=facts)
+    ):
+        field = "requireApprovalWhen"
+    if held is not None:
         index, rule, failed = held
-        path = f"requireApproval[{index}]"
+        path = f"{field}[{index}]"
         if failed is not None:
             return Decision(Outcome.DENY, f"tool {tool!r} is denied: {failed}", path, condition_failed=True)
         why = f" when {rule.when!r}" if isinstance(rule, ToolRule) and rule.when else ""
