@@ -1,0 +1,292 @@
+"""One governed turn is one trace (issue 33): the OE, the AER and the Tool Pod export over OTLP to a real
+Jaeger on loopback, and the trace read back from Jaeger's query API has the execution, its two runs (the
+first and the approved resume, linked to the resume's request), the steps under the AER's requests, the
+Tool Pod's model span with the GenAI usage attributes and the provider's HTTP call under it; no span holds
+a planted secret. The same turns' metrics are parsed from the OE's exposition, each series asserted, and
+the exposition and the chart's PrometheusRule pass promtool.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Process
+from tests.integration.jaeger import Jaeger, ObservabilityBinsUnavailable, observability_bins, running_jaeger
+from tests.integration.loop.harness import AGENT, PLANTED
+from tests.integration.observability.harness import ObservedPlatform
+from tests.providers.echo_provider import running_echo_provider
+from tests.providers.llm_peer import RunningLLMPeer, Turn
+
+pytestmark = pytest.mark.integration
+
+PRICES = {"currency": "USD", "models": {"loop-model": {"input": 2.0, "output": 8.0, "cached": 0.5}}}
+# A value the tenant passes as an argument: arguments are never span attributes.
+PLANTED_ARGUMENT = "acct-planted-9f1c22e7"
+
+
+@pytest.fixture(scope="module")
+def jaeger() -> Iterator[Jaeger]:
+    try:
+        with running_jaeger() as running:
+            yield running
+    except ObservabilityBinsUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def provider_url() -> Iterator[str]:
+    with running_echo_provider() as provider:
+        yield provider.url
+
+
+def _platform(
+    tmp_path: Path,
+    spawn: Callable[..., Process],
+    llm_peer: RunningLLMPeer,
+    provider_url: str,
+    observe: dict[str, str],
+) -> ObservedPlatform:
+    return ObservedPlatform(
+        tmp=tmp_path,
+        spawn=spawn,
+        llm_base_url=llm_peer.base_url,
+        provider_url=provider_url,
+        policy={"requireApproval": ["transfer"]},
+        observe={"OE_PRICES": json.dumps(PRICES), **observe},
+    ).start()
+
+
+@pytest.fixture
+def platform(
+    tmp_path: Path,
+    spawn: Callable[..., Process],
+    llm_peer: RunningLLMPeer,
+    provider_url: str,
+    jaeger: Jaeger,
+) -> ObservedPlatform:
+    observe = {"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    return _platform(tmp_path, spawn, llm_peer, provider_url, observe)
+
+
+@pytest.fixture
+def metered_platform(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str
+) -> ObservedPlatform:
+    """Tracing off: the metrics do not depend on it."""
+    return _platform(tmp_path, spawn, llm_peer, provider_url, {})
+
+
+def _spans(trace: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {span["spanID"]: span for span in trace["spans"]}
+
+
+def _service(trace: dict[str, Any], span: dict[str, Any]) -> str:
+    return str(trace["processes"][span["processID"]]["serviceName"])
+
+
+def _tags(span: dict[str, Any]) -> dict[str, Any]:
+    return {tag["key"]: tag["value"] for tag in span.get("tags", [])}
+
+
+def _parent(span: dict[str, Any]) -> str | None:
+    return next((r["spanID"] for r in span.get("references", []) if r["refType"] == "CHILD_OF"), None)
+
+
+def _ancestors(spans: dict[str, dict[str, Any]], span: dict[str, Any]) -> list[str]:
+    """The operation names from `span`'s parent up to the root."""
+    out = []
+    parent = _parent(span)
+    while parent is not None and parent in spans:
+        out.append(spans[parent]["operationName"])
+        parent = _parent(spans[parent])
+    return out
+
+
+def _named(spans: dict[str, dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return sorted((s for s in spans.values() if s["operationName"] == name), key=lambda s: s["startTime"])
+
+
+def _complete(trace: dict[str, Any]) -> bool:
+    names = {span["operationName"] for span in trace["spans"]}
+    runs = [n for n in names if n.startswith("run ")]
+    model_calls = [s for s in trace["spans"] if s["operationName"] == "chat main"]
+    return len(runs) == 2 and len(model_calls) >= 4 and any(n.startswith("tool POST /execute") for n in names)
+
+
+def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
+    platform: ObservedPlatform, llm_peer: RunningLLMPeer, jaeger: Jaeger
+) -> None:
+    llm_peer.push(
+        Turn.calls(("transfer", {"amount": 5, "to": PLANTED_ARGUMENT})),
+        Turn.answer("sent"),
+    )
+    trace_id = secrets.token_hex(16)
+    client_span = secrets.token_hex(8)
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={"agent": AGENT, "input": {"mode": "llm", "text": "send 5"}},
+            headers={"traceparent": f"00-{trace_id}-{client_span}-01"},
+        )
+        assert response.status_code == 202, response.text
+        execution_id = response.json()["execution_id"]
+        assert platform.wait(execution_id)["status"] == "suspended"
+        # The reviewer's request is another trace: the resumed run stays in the execution's and links it.
+        reviewer_trace = secrets.token_hex(16)
+        response = client.post(
+            f"/api/v1/projects/team-a/executions/{execution_id}/resume",
+            json={"decision": "approved"},
+            headers={"traceparent": f"00-{reviewer_trace}-{secrets.token_hex(8)}-01"},
+        )
+        assert response.status_code == 202, response.text
+    view = platform.wait(execution_id, "completed", "failed")
+    assert view["status"] == "completed", view
+
+    trace = jaeger.wait_for(trace_id, _complete)
+    spans = _spans(trace)
+    assert {_service(trace, s) for s in spans.values()} >= {
+        "agent-engine-oe",
+        "agent-engine-aer",
+        "agent-engine-tool",
+    }
+    # The execution is a child of the client's span; both runs are children of the execution.
+    (execution,) = _named(spans, f"execution {AGENT}")
+    assert _parent(execution) == client_span
+    assert _tags(execution)["agent.execution.id"] == execution_id
+    first, resumed = _named(spans, "run 1"), _named(spans, "run 2 (resume)")
+    assert len(first) == 1 and len(resumed) == 1
+    assert _parent(first[0]) == _parent(resumed[0]) == execution["spanID"]
+    links = [r for r in resumed[0].get("references", []) if r["refType"] == "FOLLOWS_FROM"]
+    assert [link["traceID"] for link in links] == [reviewer_trace]
+    assert _tags(resumed[0])["agent.run.status"] == "completed"
+    # Each run's AER request is under its run span.
+    aer_runs = [s for s in spans.values() if s["operationName"].startswith("aer POST /execute")]
+    assert sorted(_parent(s) for s in aer_runs) == sorted([first[0]["spanID"], resumed[0]["spanID"]])
+
+    # The steps: the OE's step spans sit under the AER's requests, with the OE's decisions.
+    transfers = _named(spans, "execute_tool transfer")
+    assert [_tags(s)["agent.decision"] for s in transfers] == ["approval", "approved"]
+    assert _tags(transfers[1])["agent.route"] == "tool_pod"
+    assert _tags(transfers[1])["gen_ai.tool.name"] == "transfer"
+    for step in transfers:
+        chain = _ancestors(spans, step)
+        assert any(name.startswith("aer POST /execute") for name in chain), chain
+        assert chain[-1] == f"execution {AGENT}"
+    model_steps = _named(spans, "chat main")
+    oe_models = [s for s in model_steps if _service(trace, s) == "agent-engine-oe"]
+    cached = [s for s in oe_models if _tags(s)["agent.from_cache"] is True]
+    assert len(cached) == 1  # the resume replayed the first model call
+    fresh = [s for s in oe_models if _tags(s)["agent.from_cache"] is False]
+    for step in fresh:
+        tags = _tags(step)
+        assert tags["gen_ai.operation.name"] == "chat"
+        assert tags["gen_ai.request.model"] == "loop-model"
+        assert tags["gen_ai.usage.input_tokens"] > 0 and tags["gen_ai.usage.output_tokens"] > 0
+        assert tags["agent.usage.cost"] > 0
+    # The Tool Pod's model span is under the OE's step; the provider's HTTP call is under it.
+    tool_models = [s for s in model_steps if _service(trace, s) == "agent-engine-tool"]
+    assert len(tool_models) == len(fresh)
+    for span in tool_models:
+        assert _tags(span)["gen_ai.usage.input_tokens"] > 0
+        assert "chat main" in _ancestors(spans, span)[1:], _ancestors(spans, span)
+        calls = [s for s in spans.values() if _parent(s) == span["spanID"]]
+        assert [s["operationName"] for s in calls] == ["POST 127.0.0.1"]
+        assert _tags(calls[0])["http.response.status_code"] == 200
+
+    # No span (names, attributes, events) holds a planted secret or an argument.
+    text = json.dumps(trace)
+    for secret in (*PLANTED, PLANTED_ARGUMENT):
+        assert secret not in text
+
+    # Usage and cost on the execution, summed from its model steps; the audit shows each step's usage.
+    usage = view["usage"]
+    assert usage["model_steps"] == 2 and usage["currency"] == "USD"
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    expected = (usage["input_tokens"] * 2.0 + usage["output_tokens"] * 8.0) / 1_000_000
+    assert usage["cost"] == pytest.approx(expected)
+    audit_usage = [r["usage"] for r in platform.audit(execution_id) if r["kind"] == "llm" and r["usage"]]
+    assert sum(u["input_tokens"] for u in audit_usage) >= usage["input_tokens"]
+
+
+def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
+
+
+def _scrape(platform: ObservedPlatform) -> dict[str, list[tuple[dict[str, str], float]]]:
+    return _samples(httpx.get(f"{platform.oe_url}/metrics").text)
+
+
+def _value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    return sum(v for got, v in samples.get(name, []) if all(got.get(k) == w for k, w in labels.items()))
+
+
+def test_the_oe_metrics_count_each_series_a_platform_team_alerts_on(
+    metered_platform: ObservedPlatform, llm_peer: RunningLLMPeer
+) -> None:
+    platform = metered_platform
+    # An approved turn (a replay hit on the resume), a cancelled one (a drain), one with no Tool Pod.
+    llm_peer.push(Turn.calls(("transfer", {"amount": 1, "to": "x"})), Turn.answer("sent"))
+    approved = platform.invoke({"mode": "llm", "text": "send 1"})
+    assert platform.wait(approved)["status"] == "suspended"
+    with platform.client() as client:
+        resume = f"/api/v1/projects/team-a/executions/{approved}/resume"
+        assert client.post(resume, json={"decision": "approved"}).status_code == 202
+        assert platform.wait(approved, "completed", "failed")["status"] == "completed"
+        llm_peer.push(Turn.calls(("transfer", {"amount": 2, "to": "y"})))
+        cancelled = platform.invoke({"mode": "llm", "text": "send 2"})
+        assert platform.wait(cancelled)["status"] == "suspended"
+        assert client.post(f"/execution/{cancelled}/cancel").status_code in (200, 202)
+        for _ in range(200):  # the drain ends in the background
+            if _value(_scrape(platform), "agent_engine_drains_total", kind="drain"):
+                break
+            time.sleep(0.1)
+        platform.processes["tool"].stop()
+        unreachable = platform.invoke({"mode": "calls", "calls": [["shout", {"text": "a"}]]})
+        assert platform.wait(unreachable, "completed", "failed")["status"] == "completed"
+    text = httpx.get(f"{platform.oe_url}/metrics").text
+    samples = _samples(text)
+    where = {"namespace": "team-a", "agent": "loop"}
+    assert _value(samples, "agent_engine_executions_total", **where, outcome="completed") == 2
+    assert _value(samples, "agent_engine_executions_total", **where, outcome="suspended") == 2
+    assert _value(samples, "agent_engine_executions_total", **where, outcome="cancelled") == 1
+    assert _value(samples, "agent_engine_steps_total", **where, kind="tool", decision="approval") == 2
+    assert _value(samples, "agent_engine_steps_total", **where, kind="tool", decision="approved") == 1
+    assert _value(samples, "agent_engine_steps_total", **where, kind="llm", decision="allow") == 3
+    assert _value(samples, "agent_engine_step_duration_seconds_count", **where, kind="llm") == 3
+    assert _value(samples, "agent_engine_replay_hits_total", **where) == 1
+    assert _value(samples, "agent_engine_tool_pod_unreachable_total", **where) == 1
+    assert _value(samples, "agent_engine_tokens_total", **where, model="loop-model", type="input") > 0
+    assert _value(samples, "agent_engine_tokens_total", **where, model="loop-model", type="output") > 0
+    assert _value(samples, "agent_engine_cost_total", **where, model="loop-model") > 0
+    assert _value(samples, "agent_engine_approval_wait_seconds_count", **where, decision="approved") == 1
+    # Every registered Agent has the gauge; nothing waits now (the cancelled one no longer does).
+    waiting = [labels for labels, _ in samples["agent_engine_approvals_waiting"]]
+    assert where in waiting and _value(samples, "agent_engine_approvals_waiting", **where) == 0
+    assert _value(samples, "agent_engine_drains_total", **where, kind="drain") == 1
+    # promtool lints the exposition as Prometheus would scrape it.
+    promtool = _promtool()
+    linted = subprocess.run(
+        [str(promtool), "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def _promtool() -> Path:
+    try:
+        return observability_bins() / "promtool"
+    except ObservabilityBinsUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
