@@ -205,7 +205,11 @@ def _print_ready(stack: DevStack, *, seconds: float) -> None:
     lines = [
         f"agent {project.agent} ({project.entrypoint}) from {project.directory}",
         f"  OE         {stack.oe_url}",
-        *([f"  console    {stack.oe_url}/console"] if _has_console() else []),
+        *(
+            [f"  console    {stack.oe_url}/console (sign in with the token below)"]
+            if _has_console(stack)
+            else []
+        ),
         f"  AER        {stack.url('aer')}",
         f"  Tool Pod   {stack.url('tool')}",
         *([f"  Memory     {stack.url('memory')}"] if "memory" in stack.ports else []),
@@ -220,11 +224,14 @@ def _print_ready(stack: DevStack, *, seconds: float) -> None:
         click.echo(line)
 
 
-def _has_console() -> bool:
-    """Whether this OE serves the console (it ships with the runtime once built)."""
-    import importlib.util
+def _has_console(stack: DevStack) -> bool:
+    """Whether this OE serves the console (the chart's oe.console.enabled; on by default)."""
+    import httpx
 
-    return importlib.util.find_spec("agent_runtime.console") is not None
+    try:
+        return httpx.get(f"{stack.oe_url}/console", timeout=5).status_code != 404
+    except httpx.TransportError:
+        return False
 
 
 def _supervise(stack: DevStack, *, reload: bool) -> None:

@@ -52,8 +52,9 @@ def dev(agent_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[D
 
 
 def test_the_banner_says_where_each_part_listens(dev: DevSession) -> None:
-    for part in ("OE", "AER", "Tool Pod", "model"):
+    for part in ("OE", "AER", "Tool Pod", "model", "console"):
         assert f"  {part} " in dev.banner
+    assert f"{dev.oe_url}/console" in dev.banner
     assert dev.agent == "dev/echo-agent"
     assert "agentengine invoke dev/echo-agent" in dev.banner
     assert dev.workdir.is_dir()
