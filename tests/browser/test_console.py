@@ -272,3 +272,32 @@ def test_agents_page_marks_sensitive_tools_and_lists_connector_types(console: Co
     expect(agent.locator("tr", has_text="transfer")).to_contain_text("sensitive")
     expect(agent.locator("tr", has_text="shout")).not_to_contain_text("sensitive")
     expect(console.page.locator("#connector-types li").first).to_be_visible()
+
+
+def test_executions_filter_by_status_and_who_invoked_and_cancel_from_the_timeline(
+    console: Console, platform: Platform
+) -> None:
+    page = console.page
+    done = platform.invoke({"mode": "calls", "calls": [["shout", {"text": "listed"}]]})
+    held = platform.invoke(transfer(6, "acct-cancel"))
+    platform.wait(done, "completed")
+    platform.wait(held, "suspended")
+
+    console.ready("/console/executions?status=suspended")
+    rows = page.locator("#executions tbody tr")
+    expect(rows.filter(has=page.locator(f'a[href="/console/executions/{held}"]'))).to_have_count(1)
+    expect(page.locator(f'#executions tr[data-execution="{done}"]')).to_have_count(0)
+    states = set(page.locator("#executions .state").all_inner_texts())
+    assert states == {"suspended"}, states
+    page.select_option("#filter-status", "completed")
+    expect(page.locator(f'#executions tr[data-execution="{done}"]')).to_have_count(1)
+    assert page.url.endswith("/console/executions?status=completed")
+    page.fill("#filter-invoked_by", "nobody-invoked-these")
+    page.dispatch_event("#filter-invoked_by", "change")
+    expect(rows).to_have_count(0)
+
+    console.ready(f"/console/executions/{held}")
+    page.click("#cancel")
+    expect(page.locator("#execution-status")).to_have_text("cancelled", timeout=15_000)
+    expect(page.locator("#summary")).to_contain_text("Cancelled by")
+    assert platform.wait(held, "cancelled")["cancelled_by"]["username"] == "agent-engine:static-token"
