@@ -1,0 +1,34 @@
+"""The chart's namespace-wide limit defaults (issue 34): `oe.limits` becomes OE_DEFAULT_LIMITS, which the OE
+parses as spec.limits fields (an Agent's own win)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_runtime.oe.limiter import default_limits_from_env
+from tests.unit.test_chart_render import OE, helm, one, pod, render
+
+__all__ = ["helm"]  # the module-scoped fixture, shared
+
+pytestmark = pytest.mark.unit
+
+
+def _env(docs: list[dict]) -> dict[str, dict]:
+    return {e["name"]: e for e in pod(one(docs, "Deployment", OE))["containers"][0]["env"]}
+
+
+def test_the_charts_limits_are_the_oes_defaults(helm: Path) -> None:
+    docs = render(helm, oe__limits__maxStepsPerExecution="200", oe__limits__maxCostPerDay="50")
+    text = _env(docs)["OE_DEFAULT_LIMITS"]["value"]
+    assert json.loads(text) == {"maxStepsPerExecution": 200, "maxCostPerDay": 50}
+    limits = default_limits_from_env({"OE_DEFAULT_LIMITS": text})
+    assert limits is not None and (limits.max_steps_per_execution, limits.max_cost_per_day) == (200, 50)
+    assert "OE_DEFAULT_LIMITS" not in _env(render(helm))  # none set: none rendered
+
+
+def test_a_bad_default_names_the_setting() -> None:
+    with pytest.raises(ValueError, match="OE_DEFAULT_LIMITS"):
+        default_limits_from_env({"OE_DEFAULT_LIMITS": '{"maxStepsPerExecution": 0}'})
