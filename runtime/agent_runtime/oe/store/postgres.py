@@ -113,7 +113,8 @@ _APPEND_EVENT = (
     "ON CONFLICT (execution_id) DO UPDATE SET seq = s.seq + 1 RETURNING seq) "
     "INSERT INTO events (execution_id, seq, record) SELECT $1, next.seq, $2 FROM next RETURNING seq"
 )
-_LIST_EVENTS = "SELECT seq, record FROM events WHERE execution_id = $1 AND seq > $2 ORDER BY seq"
+# LIMIT NULL is no limit.
+_LIST_EVENTS = "SELECT seq, record FROM events WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
 
 
 def _dumps(value: Any) -> str:
@@ -411,8 +412,10 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases):
         record.seq = int(seq)
         return record
 
-    async def list_events(self, execution_id: str, *, after_seq: int = 0) -> list[EventRecord]:
-        rows = await self._fetch(_LIST_EVENTS, execution_id, after_seq)
+    async def list_events(
+        self, execution_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[EventRecord]:
+        rows = await self._fetch(_LIST_EVENTS, execution_id, after_seq, limit)
         events = []
         for seq, text in rows:
             # Stored with seq 0: the number is the row's, given by the counter in the same statement.
