@@ -101,6 +101,12 @@ def test_a_malformed_database_url_and_an_unknown_connector() -> None:
     )
 
 
+def test_a_platform_variable_is_not_a_secret() -> None:
+    status, output = _run(str(EXAMPLE), "--set", "RUNNER_MODE=oe")
+    assert status == 2
+    assert "--set RUNNER_MODE: a platform variable" in _one_error_line(output)
+
+
 def test_a_bad_model_script(tmp_path: Path) -> None:
     script = tmp_path / "turns.json"
     script.write_text(json.dumps([{"say": "hi"}]))

@@ -58,6 +58,10 @@ def test_the_banner_says_where_each_part_listens(dev: DevSession) -> None:
     assert dev.agent == "dev/echo-agent"
     assert "agentengine invoke dev/echo-agent" in dev.banner
     assert dev.workdir.is_dir()
+    # The keys and tokens it made are this user's alone.
+    assert dev.workdir.stat().st_mode & 0o077 == 0
+    for secret in ("oe-keys/signing-key.pem", "runtime-token", "client-token"):
+        assert (dev.workdir / secret).stat().st_mode & 0o077 == 0, secret
 
 
 def test_invoke_follow_shows_the_steps_and_stops_at_the_approval(dev: DevSession) -> None:
