@@ -43,7 +43,7 @@ integration: venv
 # The crash campaign (tests/crash): OE, AER and Tool Pod SIGKILLed at every step boundary of an approved
 # six-step execution, on SQLite, on two OE replicas over FerretDB and on three over PostgreSQL (with
 # partitions and a PostgreSQL restart); prints runs, completed, duplicates. The races between replicas run
-# 100 times here (CRASH_RACES), 20 times in `make test`.
+# 100 times here (CRASH_RACES), 10 times in `make test`.
 crash: venv ferretdb-bin peers
 	CRASH_RACES=$${CRASH_RACES:-100} $(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
 

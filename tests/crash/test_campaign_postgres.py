@@ -2,7 +2,7 @@
 
 - at every kill point the replica doing the run's work is SIGKILLed and started again;
 - a cancel races a resume, and two conflicting resumes race, each on a different replica (`RACES` times:
-  20 in `make test`, 100 in `make crash`): no cancel answered 200 is lost, no decision is taken twice;
+  10 in `make test`, 100 in `make crash`): no cancel answered 200 is lost, no decision is taken twice;
 - the AER's replica is cut off PostgreSQL mid-run (reset connections, then lost packets) and healed, and
   PostgreSQL itself is SIGKILLed and restarted mid-run: every execution completes, no side effect runs
   twice, and a client asking the cut-off replica meanwhile gets 503 with Retry-After, never a 500.
