@@ -102,10 +102,14 @@ class OEClient:
             "check --server or AGENTENGINE_SERVER"
         )
 
-    def invoke(self, *, agent: str, input: Any, session_id: str | None = None) -> dict[str, Any]:
+    def invoke(
+        self, *, agent: str, input: Any, session_id: str | None = None, stream: bool = False
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"agent": agent, "input": input}
         if session_id:
             body["session_id"] = session_id
+        if stream:
+            body["stream"] = True  # the model's text as `llm_delta` events, for a follower
         return dict(self._send("POST", "/invoke", json=body, what=f"agent {agent}"))
 
     def execution(self, execution_id: str) -> dict[str, Any]:

@@ -147,7 +147,9 @@ def invoke(
     value = parse_input(raw_input, text=text)
     client, where = open_client(ctx)
     with client:
-        started = client.invoke(agent=agent_ref(agent, where.namespace), input=value, session_id=session_id)
+        started = client.invoke(
+            agent=agent_ref(agent, where.namespace), input=value, session_id=session_id, stream=watch
+        )
         execution_id = started["execution_id"]
         if watch:
             if output == "table":

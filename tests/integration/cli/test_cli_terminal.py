@@ -13,6 +13,7 @@ import yaml
 
 from tests.integration.cli.driver import SCRIPT, cli_env, ok_json
 from tests.integration.loop.harness import Platform
+from tests.providers.llm_peer import RunningLLMPeer, Turn
 
 TRANSFER = {"mode": "calls", "calls": [["transfer", {"amount": 5, "to": "bob"}]]}
 SHOUT = {"mode": "calls", "calls": [["shout", {"text": "ok"}]]}
@@ -68,7 +69,19 @@ def held(platform: Platform) -> str:
     return str(view["execution_id"])
 
 
-def test_follow_edit_reject_and_cancel_at_a_terminal(platform: Platform, tmp_path: Path) -> None:
+def test_follow_edit_reject_and_cancel_at_a_terminal(
+    platform: Platform, llm_peer: RunningLLMPeer, tmp_path: Path
+) -> None:
+    # The model's answer streams: its deltas are written as they come, on one line.
+    words = " ".join(f"word{i}" for i in range(12))
+    llm_peer.push(Turn.answer(words, chunk_delay_s=0.01))
+    streamed = terminal(platform, "invoke", "team-a/loop", "-i", '{"mode": "llm", "text": "hi"}', "--follow")
+    streamed.expect(r"step_started step 1 \S+ via tool_pod")
+    streamed.expect("model: " + words)
+    streamed.expect("completed")
+    status, _ = finished(streamed)
+    assert status == 0
+
     follow = terminal(platform, "invoke", "team-a/loop", "-i", json.dumps(SHOUT), "--follow")
     follow.expect(r"step_started step \d+ shout via tool_pod")
     follow.expect(r"step_finished step \d+ shout success")
