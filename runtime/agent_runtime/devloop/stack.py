@@ -201,6 +201,7 @@ class DevStack:
             contract.STRUCTURED_LOGGING_ENV: "true",
             oe_settings.SQLITE_PATH_ENV: str(self.workdir / "oe" / "oe.sqlite3"),
             oe_settings.REGISTRATIONS_DIR_ENV: str(self.workdir / "registrations"),
+            oe_settings.REGISTRATIONS_INTERVAL_ENV: "0.1",  # a reload's new tools are seen at once
             oe_settings.CLIENT_TOKEN_FILE_ENV: str(self.workdir / "client-token"),
             oe_settings.CLIENT_TOKEN_NAMESPACES_ENV: self.project.agent.split("/", 1)[0],
             contract.OE_SIGNING_KEY_FILE_ENV: str(self.workdir / "oe-keys" / contract.OE_SIGNING_KEY_KEY),

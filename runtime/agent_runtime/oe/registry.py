@@ -34,7 +34,7 @@ from agent_runtime.oe.registration import (
     AgentRegistration,
     token_digest,
 )
-from agent_runtime.oe.settings import REGISTRATIONS_DIR_ENV
+from agent_runtime.oe.settings import REGISTRATIONS_DIR_ENV, REGISTRATIONS_INTERVAL_ENV
 from agent_runtime.token_file import DEFAULT_GRACE_S
 
 logger = logging.getLogger(__name__)
@@ -631,7 +631,19 @@ def from_env(env: Mapping[str, str], *, registry: Registry | None = None) -> Reg
         registry.use_signer(signer)
     directory = env.get(REGISTRATIONS_DIR_ENV, "").strip()
     if directory:
-        return DirectorySource(directory, registry=registry)
+        # How often the directory is re-read: `agentengine dev` asks for less than the default second.
+        interval = env.get(REGISTRATIONS_INTERVAL_ENV, "").strip()
+        try:
+            interval_s = float(interval) if interval else 1.0
+        except ValueError:
+            raise RegistrationSourceError(
+                f"{REGISTRATIONS_INTERVAL_ENV}={interval!r}: write seconds, e.g. 0.1"
+            ) from None
+        if not 0.01 <= interval_s <= 3600:
+            raise RegistrationSourceError(
+                f"{REGISTRATIONS_INTERVAL_ENV}={interval!r}: use 0.01 to 3600 seconds"
+            )
+        return DirectorySource(directory, registry=registry, interval_s=interval_s)
     if env.get("KUBERNETES_SERVICE_HOST", "").strip():
         # A local run outside a pod (make run, tests) points at a directory laid out like the pod's.
         sa_dir = env.get(SERVICE_ACCOUNT_DIR_ENV, "").strip()

@@ -15,6 +15,8 @@ POSTGRES_POOL_SIZE_ENV = "OE_POSTGRES_POOL_SIZE"
 POSTGRES_STATEMENT_TIMEOUT_ENV = "OE_POSTGRES_STATEMENT_TIMEOUT_S"
 REPLICAS_ENV = "OE_REPLICAS"  # how many OEs share the store (the chart renders oe.replicas)
 REGISTRATIONS_DIR_ENV = "OE_REGISTRATIONS_DIR"
+# Seconds between reads of that directory (default 1).
+REGISTRATIONS_INTERVAL_ENV = "OE_REGISTRATIONS_INTERVAL_S"
 CLIENT_TOKEN_ENV = "OE_CLIENT_TOKEN"  # noqa: S105 - the variable's name
 CLIENT_TOKEN_FILE_ENV = "OE_CLIENT_TOKEN_FILE"  # noqa: S105
 # How long the client token read before a change of that file stays accepted (seconds).
