@@ -181,6 +181,46 @@ class DeltaStream:
         return delta
 
 
+def merged(deltas: Iterable[LLMDelta], *, index: int) -> LLMDelta:
+    """Consecutive deltas of one step as one (numbered `index`): texts and argument pieces concatenated in
+    order, the last one's finish reason and usage. What arrived together goes out together: under load a
+    publisher sends fewer, larger deltas instead of falling behind, and the joined message is the same."""
+    items = list(deltas)
+    text: list[str] = []
+    extra: dict[str, list[str]] = {}
+    calls: dict[int, ToolCallDelta] = {}
+    for delta in items:
+        text.append(delta.text)
+        for key, piece in delta.extra.items():
+            extra.setdefault(key, []).append(piece)
+        for call in delta.tool_calls:
+            known = calls.get(call.index)
+            calls[call.index] = (
+                call
+                if known is None
+                else known.model_copy(
+                    update={
+                        "id": known.id or call.id,
+                        "name": known.name or call.name,
+                        "arguments": known.arguments + call.arguments,
+                    }
+                )
+            )
+    last = next((delta for delta in reversed(items) if delta.last), None)
+    return LLMDelta(
+        step=items[0].step,
+        index=index,
+        id=next((delta.id for delta in items if delta.id), None),
+        text="".join(text),
+        extra={key: "".join(parts) for key, parts in extra.items()},
+        tool_calls=list(calls.values()),
+        finish_reason=last.finish_reason if last else None,
+        usage=last.usage if last else None,
+        last=last is not None,
+        from_cache=items[0].from_cache,
+    )
+
+
 def joined(deltas: Iterable[LLMDelta]) -> dict[str, Any]:
     """What a client makes of a step's deltas: the message's id, text, extra fields, tool calls (with
     their arguments parsed), finish reason and usage. Tests compare it with the cached final message."""

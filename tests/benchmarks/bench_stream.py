@@ -226,7 +226,12 @@ async def _measure(platform: Platform, provider_port: int, sent_log: Path) -> di
         wall = time.perf_counter() - started
         sent = _sent(sent_log)
         per_delta = [ms for i, got in enumerate(results) for ms in _latencies(got, sent[f"c{i}"])]
-        deltas = sum(len(got) for got in results)
+        deltas = sum(len(got) for got in results)  # events: pieces that arrived together are one
+        tokens = sum(
+            next((n for n, (end, _) in enumerate(sent[f"c{i}"], 1) if end >= got[-1][0]), 0)
+            for i, got in enumerate(results)
+            if got
+        )
     base = statistics.median(direct_all)
     return {
         "ttft_direct_p50_ms": statistics.median(direct_first),
@@ -235,6 +240,8 @@ async def _measure(platform: Platform, provider_port: int, sent_log: Path) -> di
         "concurrent": CONCURRENT,
         "deltas": deltas,
         "deltas_per_s": deltas / wall,
+        "tokens": tokens,
+        "tokens_per_s": tokens / wall,
         "wall_s": wall,
         "delta_added_p50_ms": statistics.median(per_delta) - base,
         "delta_added_p99_ms": _p(per_delta, 0.99) - base,
@@ -257,7 +264,14 @@ async def _idle_subscribers(platform: Platform, oe_pid: int, count: int) -> dict
         await asyncio.sleep(1.0)
         before = _rss_kb(oe_pid)
         socks = [_subscriber(platform, execution_id) for _ in range(count)]
-        await asyncio.sleep(2.0)
+        for sock in socks:  # each one is being served: its response has started
+            sock.settimeout(30)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(4096)
+            if b" 200 " not in head.split(b"\r\n", 1)[0]:
+                raise RuntimeError(f"a subscriber got {head[:40]!r}")
+        await asyncio.sleep(1.0)
         after = _rss_kb(oe_pid)
         for sock in socks:
             sock.close()
@@ -371,9 +385,9 @@ def main() -> None:
         "(target < 3 ms)"
     )
     print(
-        f"{f['concurrent']} concurrent streamed executions: {f['deltas']} deltas in {f['wall_s']:.1f} s = "
-        f"{f['deltas_per_s']:.0f} deltas/s; added latency per delta {f['delta_added_p50_ms']:.1f} ms p50, "
-        f"{f['delta_added_p99_ms']:.1f} ms p99"
+        f"{f['concurrent']} concurrent streamed executions: {f['tokens']} tokens as {f['deltas']} deltas in "
+        f"{f['wall_s']:.1f} s = {f['tokens_per_s']:.0f} tokens/s, {f['deltas_per_s']:.0f} deltas/s; added "
+        f"latency per delta {f['delta_added_p50_ms']:.1f} ms p50, {f['delta_added_p99_ms']:.1f} ms p99"
     )
     print(
         f"OE memory per subscriber: {f['idle_per_subscriber_kb']:.1f} KiB idle ({IDLE_SUBSCRIBERS} on "

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_runtime.llm_delta import DeltaStream
+from agent_runtime.llm_delta import DeltaStream, merged
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.store.base import ExecutionRecord
 from agent_runtime.protocol import CallOutcome, InvokeLLMRequest, LLMDelta, ToolExecuteRequest
@@ -30,7 +30,7 @@ class _StreamingRuntimes(Protocol):
         reg: AgentRegistration,
         request: InvokeLLMRequest,
         *,
-        on_delta: Callable[[LLMDelta], Awaitable[None]],
+        on_delta: Callable[[list[LLMDelta]], Awaitable[None]],
     ) -> CallOutcome: ...
 
 
@@ -64,18 +64,28 @@ async def streamed_llm_call(
 ) -> StreamedOutcome:
     """Run the call through the Tool Pod's stream, publishing each delta as it arrives."""
     deltas = DeltaStream(redactor, step=request.step)
+    published = 0
 
-    async def on_delta(delta: LLMDelta) -> None:
-        relayed = deltas.relay(delta)
-        if relayed is not None:
-            await publish(relayed)
+    async def on_delta(arrived: list[LLMDelta]) -> None:
+        # What arrived in one read goes out as one event: a publisher behind the stream catches up.
+        nonlocal published
+        relayed = [out for delta in arrived if (out := deltas.relay(delta)) is not None]
+        if relayed:
+            # Numbered as published (0, 1, 2 ...), whatever the Tool Pod's own numbering was.
+            one = (
+                relayed[0].model_copy(update={"index": published})
+                if len(relayed) == 1
+                else merged(relayed, index=published)
+            )
+            await publish(one)
+            published += 1
 
     outcome = await runtimes.invoke_llm_streamed(caller, request, on_delta=on_delta)
     if outcome.status == "success":
-        return StreamedOutcome(outcome=outcome, deltas=deltas.count, partial_text=None)
+        return StreamedOutcome(outcome=outcome, deltas=published, partial_text=None)
     held = deltas.end(finish_reason=None, usage=None) if deltas.count else None
     partial = deltas.partial_text if held is not None else ""
-    return StreamedOutcome(outcome=outcome, deltas=deltas.count, partial_text=partial)
+    return StreamedOutcome(outcome=outcome, deltas=published, partial_text=partial)
 
 
 async def publish_cached(outcome: CallOutcome, *, step: int, publish: Publish, redactor: Redactor) -> bool:

@@ -18,7 +18,8 @@ NDJSON = "application/x-ndjson"
 # One line holds one delta or the whole outcome (a final message is capped by the Tool Pod's body cap).
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
-DeltaHandler = Callable[[LLMDelta], Awaitable[None]]
+# Takes the deltas that arrived together (one read of the stream), in order.
+DeltaHandler = Callable[[list[LLMDelta]], Awaitable[None]]
 
 
 class StreamBroken(Exception):
@@ -51,11 +52,16 @@ async def read_streamed_outcome(pieces: AsyncIterable[bytes], *, on_delta: Delta
         if len(buffer) > MAX_LINE_BYTES:
             raise StreamBroken("a line of the Tool Pod's stream is too long")
         *lines, buffer = buffer.split(b"\n")
+        together: list[LLMDelta] = []
         for line in lines:
             if not line.strip():
                 continue
             item = parse_line(line)
             if isinstance(item, CallOutcome):
+                if together:
+                    await on_delta(together)
                 return item
-            await on_delta(item)
+            together.append(item)
+        if together:
+            await on_delta(together)
     raise StreamBroken("the Tool Pod's stream ended before the call's outcome")

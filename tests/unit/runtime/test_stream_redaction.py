@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from agent_runtime.llm_delta import DeltaStream, joined
+from agent_runtime.llm_delta import DeltaStream, joined, merged
 from agent_runtime.oe.step_content import step_content
 from agent_runtime.protocol import CallError
 from agent_runtime.redaction import redactor_for
@@ -152,3 +152,22 @@ def test_step_content_redacts_masks_and_caps() -> None:
         result=None, error=CallError(category="tool_error", explanation=f"bad {SECRET}"), secrets=[SECRET]
     )
     assert failed["error"]["explanation"] == "bad [REDACTED]" and failed["truncated"] is False
+
+
+def test_deltas_that_arrived_together_merge_into_one_with_the_same_joined_message() -> None:
+    stream = DeltaStream(redactor_for([]), step=3)
+    pieces = [
+        _chunk("a "),
+        _chunk("b "),
+        _chunk(calls=[{"index": 0, "id": "c1", "name": "shout", "args": '{"te'}]),
+        _chunk(
+            calls=[{"index": 0, "args": 'xt": "x"}'}, {"index": 1, "id": "c2", "name": "n", "args": "{}"}]
+        ),
+    ]
+    deltas = [d for d in (stream.chunk(p) for p in pieces) if d is not None]
+    deltas.append(stream.end(finish_reason="tool_calls", usage={"total_tokens": 4}))
+    whole = joined(deltas)
+    one = merged(deltas[1:], index=1)
+    assert one.index == 1 and one.last and one.finish_reason == "tool_calls"
+    assert joined([deltas[0], one]) == whole
+    assert [c.index for c in one.tool_calls] == [0, 1]
