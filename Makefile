@@ -28,7 +28,8 @@ fmt: venv
 # The product's main job on this machine: a control plane, the chart, the operator, the OE and the example
 # Agent as local processes; invoke, approve, answer, audit; then keep serving until Ctrl-C.
 run: venv cluster-bins
-	$(PY) -m agent_runtime.demo $(RUN_ARGS)
+	AGENT_ENGINE_CONTROL_PLANE="$${AGENT_ENGINE_CONTROL_PLANE:-$(abspath $(PY)) -m tests.cluster.controlplane serve --nodes 1}" \
+		$(PY) -m agent_runtime.demo $(RUN_ARGS)
 
 # Every tier this machine can run: unit, integration, crash, cluster (e2e needs Docker: make e2e-kind).
 test: lint cluster-bins node-bins images ferretdb-bin observability-bins peers browser

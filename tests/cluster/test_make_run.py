@@ -20,6 +20,10 @@ from tests.conftest import REPO_ROOT
 
 def _start() -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+    # What `make run` gives it: the test tier's control plane, as a separate program.
+    env.setdefault(
+        "AGENT_ENGINE_CONTROL_PLANE", f"{sys.executable} -m tests.cluster.controlplane serve --nodes 1"
+    )
     return subprocess.Popen(
         [sys.executable, "-m", "agent_runtime.demo", "--once"],
         cwd=REPO_ROOT,

@@ -10,9 +10,9 @@ instead), the example's own provider for the Connector's API, the scripted model
 loopback addresses for the Services' DNS names (so the OE reads the registration the operator published
 with its URLs rewritten).
 
-The control plane is not the product's: it is a separate program (by default the test tier's
-`python -m tests.cluster.controlplane serve`, which builds etcd, kube-apiserver and KWOK with go), started
-as a child process that writes where it listens into a state file. Nothing here imports it.
+The control plane is not the product's: it is a separate program named by $AGENT_ENGINE_CONTROL_PLANE
+(`make run` gives the test tier's, which builds etcd, kube-apiserver and KWOK with go), started as a child
+process that writes where it listens into a state file. Nothing here imports it.
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ from agent_runtime.execution_token import SIGNING_KEY_FILE_ENV, generate_private
 from agent_runtime.oe.registration import REGISTRATION_KEY, REGISTRATION_LABEL
 
 # The program that runs a control plane in the foreground until SIGTERM, writing {"kubeconfig", "server",
-# "work_dir", "bin_dir"} to the file after `--state-file` once it serves. A command line; the environment
-# variable replaces it (e.g. a wrapper around kind or an existing cluster's kubeconfig).
+# "work_dir", "bin_dir"} to the file after `--state-file` once it serves: a command line in this variable.
+# `make run` sets it to the test tier's (`python -m tests.cluster.controlplane serve --nodes 1`).
 CONTROL_PLANE_ENV = "AGENT_ENGINE_CONTROL_PLANE"
-DEFAULT_CONTROL_PLANE = f"{sys.executable} -m tests.cluster.controlplane serve --nodes 1"
 CONTROL_PLANE_TIMEOUT_S = 900.0  # the first run builds the binaries with go
 
 RELEASE = "agent-engine"
@@ -168,11 +167,13 @@ class LocalPlatform:
 
     def _start_control_plane(self) -> None:
         state_file = self.workdir / "control-plane.json"
-        argv = [
-            *shlex.split(os.environ.get(CONTROL_PLANE_ENV, DEFAULT_CONTROL_PLANE)),
-            "--state-file",
-            str(state_file),
-        ]
+        command = os.environ.get(CONTROL_PLANE_ENV, "").strip()
+        if not command:
+            raise PlatformError(
+                f"no control plane: set {CONTROL_PLANE_ENV} to the command that runs one "
+                "(make run sets it: python -m tests.cluster.controlplane serve --nodes 1)"
+            )
+        argv = [*shlex.split(command), "--state-file", str(state_file)]
         env = {**os.environ, "PYTHONPATH": str(self.repo)}
         self.control_plane = start_child("control-plane", argv, log_dir=self.workdir, env=env, cwd=self.repo)
         deadline = time.monotonic() + CONTROL_PLANE_TIMEOUT_S
