@@ -83,8 +83,14 @@ def console_for(browser: Browser) -> Iterator[Callable[..., Console]]:
     """A fresh browser context per call (own cookies), closed after the test."""
     contexts: list[BrowserContext] = []
 
-    def open_console(base: str, *, width: int = 1280, height: int = 900) -> Console:
-        context = browser.new_context(viewport={"width": width, "height": height}, base_url=base)
+    def open_console(
+        base: str, *, width: int = 1280, height: int = 900, ignore_https_errors: bool = False
+    ) -> Console:
+        context = browser.new_context(
+            viewport={"width": width, "height": height},
+            base_url=base,
+            ignore_https_errors=ignore_https_errors,  # the cluster tier's OIDC issuer has the test CA's cert
+        )
         contexts.append(context)
         return Console(base=base, context=context, page=context.new_page())
 

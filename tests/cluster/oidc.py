@@ -9,6 +9,7 @@ of one RSA key; `mint()` signs ID tokens with it. The API server's structured au
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import ssl
 import tempfile
@@ -18,6 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -49,6 +51,10 @@ class OIDCIssuer:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.requests = 0
+        # Who signs in at /authorize (the test sets it; no login form), and the codes it handed out.
+        self.login_as: tuple[str, tuple[str, ...]] | None = None
+        self.codes: dict[str, dict[str, Any]] = {}
+        self.refused: list[str] = []  # why /token refused a redemption
 
     def documents(self) -> dict[str, dict[str, Any]]:
         public = self._key.public_key().public_numbers()
@@ -64,7 +70,11 @@ class OIDCIssuer:
             "/.well-known/openid-configuration": {
                 "issuer": self.url,
                 "jwks_uri": f"{self.url}/jwks",
-                "response_types_supported": ["id_token"],
+                # The console's sign-in (issue 30): the authorization code flow with PKCE (S256).
+                "authorization_endpoint": f"{self.url}/authorize",
+                "token_endpoint": f"{self.url}/token",
+                "code_challenge_methods_supported": ["S256"],
+                "response_types_supported": ["id_token", "code"],
                 "subject_types_supported": ["public"],
                 "id_token_signing_alg_values_supported": ["RS256"],
             },
@@ -72,7 +82,13 @@ class OIDCIssuer:
         }
 
     def mint(
-        self, subject: str, *, groups: tuple[str, ...] = (), audience: str = AUDIENCE, ttl_s: int = 600
+        self,
+        subject: str,
+        *,
+        groups: tuple[str, ...] = (),
+        audience: str = AUDIENCE,
+        ttl_s: int = 600,
+        nonce: str | None = None,
     ) -> str:
         """An RS256 ID token for `subject`, signed by this issuer."""
         now = int(time.time())
@@ -86,6 +102,8 @@ class OIDCIssuer:
             "nbf": now - 5,
             "exp": now + ttl_s,
         }
+        if nonce is not None:
+            claims["nonce"] = nonce
         signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
         signature = self._key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
         return f"{signing_input}.{_b64(signature)}"
@@ -117,8 +135,75 @@ class OIDCIssuer:
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_POST(self) -> None:
+                issuer.requests += 1
+                if self.path != "/token":
+                    self._json(404, {"error": "not_found"})
+                    return
+                form = {
+                    k: v[0]
+                    for k, v in parse_qs(
+                        self.rfile.read(int(self.headers["content-length"] or 0)).decode()
+                    ).items()
+                }
+                grant = issuer.codes.pop(form.get("code", ""), None)
+                problem = None
+                if grant is None:
+                    problem = "unknown or used code"
+                elif (
+                    form.get("redirect_uri") != grant["redirect_uri"]
+                    or form.get("client_id") != grant["client_id"]
+                ):
+                    problem = "redirect_uri or client_id differs from the authorization request"
+                elif (
+                    _b64(hashlib.sha256(form.get("code_verifier", "").encode()).digest())
+                    != grant["challenge"]
+                ):
+                    problem = "code_verifier does not match the code_challenge (PKCE)"
+                if problem is not None or grant is None:
+                    issuer.refused.append(problem or "")
+                    self._json(400, {"error": "invalid_grant", "error_description": problem})
+                    return
+                token = issuer.mint(grant["subject"], groups=grant["groups"], nonce=grant["nonce"])
+                self._json(200, {"id_token": token, "token_type": "Bearer", "expires_in": 600})
+
             def do_GET(self) -> None:
                 issuer.requests += 1
+                if self.path.startswith("/authorize?"):
+                    query = {k: v[0] for k, v in parse_qs(self.path.split("?", 1)[1]).items()}
+                    if (
+                        issuer.login_as is None
+                        or query.get("response_type") != "code"
+                        or query.get("code_challenge_method") != "S256"
+                        or not query.get("code_challenge")
+                    ):
+                        self._json(400, {"error": "invalid_request"})
+                        return
+                    code = uuid.uuid4().hex
+                    subject, groups = issuer.login_as
+                    issuer.codes[code] = {
+                        "challenge": query["code_challenge"],
+                        "nonce": query.get("nonce"),
+                        "redirect_uri": query.get("redirect_uri", ""),
+                        "client_id": query.get("client_id", ""),
+                        "subject": subject,
+                        "groups": groups,
+                    }
+                    answer = urlencode({"code": code, "state": query.get("state", "")})
+                    target = f"{query.get('redirect_uri', '')}?{answer}"
+                    self.send_response(303)
+                    self.send_header("location", target)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
                 body = documents.get(self.path.split("?", 1)[0])
                 self.send_response(200 if body is not None else 404)
                 self.send_header("content-type", "application/json")

@@ -261,6 +261,11 @@ def world(cluster: ControlPlane, tmp_path: Path, spawn: Callable[..., Process]) 
                         "OE_SERVICEACCOUNT_DIR": str(sa_dir),
                         "OE_CLIENT_AUTH_CACHE_TTL_S": str(TTL_S),
                         "OE_CLIENT_AUTH_OIDC_ISSUERS": cluster.oidc.url,
+                        # The console's OIDC sign-in (issue 30, tests/cluster/test_console_rbac.py).
+                        "OE_CONSOLE_OIDC_ISSUER": cluster.oidc.url,
+                        "OE_CONSOLE_OIDC_CLIENT_ID": "agent-engine-console",
+                        "OE_CONSOLE_OIDC_SCOPES": "openid groups",
+                        "OE_CONSOLE_OIDC_CA_FILE": str(sa_dir / "ca.crt"),
                     }
                 )
                 yield World(

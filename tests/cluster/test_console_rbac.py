@@ -84,3 +84,45 @@ def test_a_viewer_sees_no_buttons_and_his_forged_approval_is_refused_by_rbac(
     expect(card).to_have_count(0)
     done = world.wait("carol", held_b, "completed")
     assert done["reviews"][-1]["decided_by"]["username"] == world.user("carol")
+
+
+def test_oidc_sign_in_with_pkce_against_the_issuer_the_api_server_trusts(
+    world: World,  # noqa: F811
+    console_for: Callable[..., Console],  # noqa: F811
+) -> None:
+    issuer = world.cluster.oidc
+    assert issuer is not None
+    # dana is in the OIDC group ops, admins of B (the world's RoleBinding for group oidc:ops).
+    issuer.login_as = ("dana", ("ops",))
+    with world.http("carol") as carol:
+        held_b = carol.post(
+            "/invoke", json={"agent": f"{world.ns_b}/loop", "input": _transfer("dana")}
+        ).json()["execution_id"]
+    world.wait("carol", held_b, "suspended")
+
+    dana = console_for(world.oe_url, ignore_https_errors=True)
+    dana.page.goto(dana.url("/console/sign-in"))
+    dana.page.click("a[href='/console/oidc/start']")
+    dana.page.wait_for_url("**/console/inbox", timeout=20_000)
+    expect(dana.page.locator("#who")).to_have_text("oidc:dana")
+    assert dana.page.evaluate("document.cookie") == ""
+    card = dana.page.locator(f'article.held[data-execution="{held_b}"]')
+    expect(card).to_be_visible(timeout=15_000)
+    card.locator("button.approve").click()
+    expect(card).to_have_count(0)
+    done = world.wait("carol", held_b, "completed")
+    assert done["reviews"][-1]["decided_by"]["username"] == "oidc:dana"
+    assert issuer.refused == [], "the code was redeemed with the verifier of its S256 challenge"
+
+    # A callback that did not start in this browser (another's code and state) makes no session.
+    other = console_for(world.oe_url, ignore_https_errors=True)
+    started = other.context.request.get(other.url("/console/oidc/start"), max_redirects=0)
+    assert started.status == 303
+    location = started.headers["location"]
+    assert "code_challenge_method=S256" in location and "code_challenge=" in location
+    authorized = other.context.request.get(location, max_redirects=0)
+    callback = authorized.headers["location"]
+    stranger = console_for(world.oe_url, ignore_https_errors=True)
+    refused = stranger.page.goto(callback)
+    assert refused is not None and refused.status == 403
+    assert stranger.context.request.get(stranger.url("/console/data/me")).status == 401

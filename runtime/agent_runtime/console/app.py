@@ -31,7 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_runtime.console.data import BadQuery, ConsoleData
 from agent_runtime.console.headers import with_security_headers
-from agent_runtime.console.pages import View, shell_page, sign_in_page
+from agent_runtime.console.oidc import OIDCClient, OIDCError, OIDCSettings, PendingLogins, authorization_url
+from agent_runtime.console.pages import View, oidc_done_page, shell_page, sign_in_page
 from agent_runtime.console.sessions import COOKIE, LOGIN_COOKIE, Session, SessionStore, cookie_header
 from agent_runtime.oe.client_auth import Caller, ClientAuth, ReviewUnavailable, route_need, unavailable_body
 from agent_runtime.oe.engine import Orchestrator
@@ -43,6 +44,7 @@ API_PREFIX = "/console/api"
 ENABLED_ENV = "OE_CONSOLE_ENABLED"
 MAX_FORM_BYTES = 64 * 1024
 CSRF_HEADER = "x-csrf-token"
+OIDC_COOKIE = "ae_console_oidc"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 SAFE_METHODS = ("GET", "HEAD")
@@ -58,6 +60,11 @@ def console_enabled(env: Mapping[str, str]) -> bool:
     if raw in ("false", "0", "no"):
         return False
     raise ValueError(f"{ENABLED_ENV} must be true or false, got {raw[:20]!r}")
+
+
+def console_oidc(env: Mapping[str, str]) -> OIDCSettings | None:
+    """The console's OIDC sign-in settings (`console/oidc.py`), None when not configured."""
+    return OIDCSettings.from_env(env)
 
 
 def _error(status: int, error: str, detail: str) -> JSONResponse:
@@ -84,9 +91,12 @@ class Console:
         auth: ClientAuth,
         namespaces: Callable[[], Collection[str]],
         sessions: SessionStore | None = None,
+        oidc: OIDCSettings | None = None,
     ) -> None:
         self.auth = auth
         self.sessions = sessions or SessionStore()
+        self.oidc = OIDCClient(oidc) if oidc is not None else None
+        self.logins = PendingLogins()
         self.data = ConsoleData(engine=engine, auth=auth, namespaces=namespaces)
         self.assets = {
             path.name: (path.read_bytes(), STATIC_TYPES[path.suffix])
@@ -100,6 +110,8 @@ class Console:
                 Route(PREFIX + "/sign-in", self.sign_in_form, methods=["GET"]),
                 Route(PREFIX + "/sign-in", self.sign_in, methods=["POST"]),
                 Route(PREFIX + "/sign-out", self.sign_out, methods=["POST"]),
+                Route(PREFIX + "/oidc/start", self.oidc_start, methods=["GET"]),
+                Route(PREFIX + "/oidc/callback", self.oidc_callback, methods=["GET"]),
                 Route(PREFIX + "/static/{name}", self.static, methods=["GET"]),
                 Route(PREFIX + "/inbox", self.page("inbox", "Inbox"), methods=["GET"]),
                 Route(PREFIX + "/executions", self.page("executions", "Executions"), methods=["GET"]),
@@ -133,7 +145,7 @@ class Console:
     def _sign_in_answer(self, *, message: str = "", status: int = 200) -> Response:
         login_csrf = os.urandom(24).hex()
         response = HTMLResponse(
-            sign_in_page(login_csrf=login_csrf, message=message),
+            sign_in_page(login_csrf=login_csrf, message=message, oidc=self.oidc is not None),
             status_code=status,
             headers={"cache-control": "no-store"},
         )
@@ -210,6 +222,66 @@ class Console:
         self.sessions.drop(request.cookies.get(COOKIE))
         response = JSONResponse({"next": "/console/sign-in"})
         response.headers.append("set-cookie", cookie_header(COOKIE, "", max_age=0))
+        return response
+
+    # OIDC (authorization code with PKCE) ---------------------------------------------------------------
+
+    async def oidc_start(self, request: Request) -> Response:
+        """Send the browser to the issuer, with a one-time state, nonce and S256 code challenge."""
+        if self.oidc is None:
+            return _error(404, "not_found", "this console has no OIDC sign-in (OE_CONSOLE_OIDC_ISSUER)")
+        try:
+            authorize, _ = await self.oidc.endpoints()
+        except OIDCError as exc:
+            return self._sign_in_answer(message=f"Cannot reach the identity provider: {exc}", status=503)
+        redirect_uri = f"{request.url.scheme}://{request.headers.get('host', '')}{PREFIX}/oidc/callback"
+        login = self.logins.start(redirect_uri=redirect_uri)
+        response = RedirectResponse(authorization_url(authorize, self.oidc.settings, login), status_code=303)
+        # Lax, not Strict: the issuer's redirect back is a cross-site navigation that must carry it.
+        response.headers.append(
+            "set-cookie",
+            f"{OIDC_COOKIE}={login.state}; Path={PREFIX}/oidc; Max-Age=600; HttpOnly; Secure; SameSite=Lax",
+        )
+        return response
+
+    async def oidc_callback(self, request: Request) -> Response:
+        """The issuer's answer: the state must be this browser's, the code is redeemed with the verifier."""
+        if self.oidc is None:
+            return _error(404, "not_found", "this console has no OIDC sign-in (OE_CONSOLE_OIDC_ISSUER)")
+        query = request.query_params
+        if query.get("error"):
+            return self._sign_in_answer(
+                message=f"The identity provider refused: {query['error'][:100]}", status=401
+            )
+        state, code = query.get("state", ""), query.get("code", "")
+        cookie = request.cookies.get(OIDC_COOKIE, "")
+        login = self.logins.take(state) if state and cookie and _constant_equal(state, cookie) else None
+        if login is None or not code:
+            return self._sign_in_answer(
+                message="This sign-in expired or did not start in this browser; sign in again.", status=403
+            )
+        try:
+            id_token = await self.oidc.redeem(code, login)
+            caller = await self.auth.authenticate(id_token)
+        except OIDCError as exc:
+            return self._sign_in_answer(message=f"The sign-in failed: {exc}", status=401)
+        except ReviewUnavailable as exc:
+            return self._sign_in_answer(message=f"Cannot verify the token right now: {exc}", status=503)
+        if caller is None:
+            return self._sign_in_answer(
+                message="The identity provider's token was not accepted by the cluster for this OE.",
+                status=401,
+            )
+        session_id, _ = self.sessions.create(token=id_token, username=caller.identity.username)
+        # A page, not a redirect: this response ends a cross-site navigation, and the SameSite=Strict session
+        # cookie rides only on the same-site navigation the page's script starts.
+        response = HTMLResponse(oidc_done_page(), headers={"cache-control": "no-store"})
+        response.headers.append(
+            "set-cookie", cookie_header(COOKIE, session_id, max_age=int(self.sessions.ttl_s))
+        )
+        response.headers.append(
+            "set-cookie", cookie_header(OIDC_COOKIE, "", max_age=0, path=PREFIX + "/oidc")
+        )
         return response
 
     # pages ----------------------------------------------------------------------------------------------
@@ -356,8 +428,9 @@ def mount_console(
     engine: Orchestrator,
     auth: ClientAuth,
     namespaces: Callable[[], Collection[str]],
+    oidc: OIDCSettings | None = None,
 ) -> Console:
     """Serve the console on `app` under `/console` (the OE's own listener, its own client auth)."""
-    console = Console(engine=engine, auth=auth, namespaces=namespaces)
+    console = Console(engine=engine, auth=auth, namespaces=namespaces, oidc=oidc)
     app.add_middleware(ConsoleMiddleware, console=console)
     return console

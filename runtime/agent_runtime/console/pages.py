@@ -87,3 +87,13 @@ def shell_page(view: View, *, username: str, csrf: str) -> str:
         + f'<h1>{escape(view.title)}</h1><p class="hint" id="status">Loading…</p></main>'
         + "</body></html>"
     )
+
+
+def oidc_done_page() -> str:
+    """After the OIDC callback: the script moves on to the inbox (a same-site navigation, see app.py)."""
+    return (
+        _head("Signed in")
+        + '<script src="/console/static/console.js" defer></script></head><body><main class="narrow">'
+        + '<h1 id="oidc-done">Signed in</h1><p><a href="/console/inbox">Continue to the inbox</a></p>'
+        + "</main></body></html>"
+    )

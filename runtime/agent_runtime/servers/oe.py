@@ -14,6 +14,7 @@ import contextlib
 import logging
 import math
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -24,7 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_runtime.console.app import console_enabled, mount_console
+from agent_runtime.console.app import console_enabled, console_oidc, mount_console
+from agent_runtime.console.oidc import OIDCSettings
 from agent_runtime.contract import METRICS_PATH
 from agent_runtime.execution_log import ExecutionLog
 from agent_runtime.listen import json_edge_problem
@@ -258,6 +260,7 @@ def build_oe_app(
     on_startup: Sequence[Background] = (),
     on_shutdown: Sequence[Background] = (),
     console: bool = True,
+    console_oidc: OIDCSettings | None = None,
 ) -> Starlette:
     """The OE app; `background` loops (registrations, watchdog) run for the server's life.
 
@@ -652,7 +655,7 @@ def build_oe_app(
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
     if console:
         # The web UI (issue 30) under /console: every request it makes is a client request as above.
-        mount_console(app, engine=engine, auth=auth, namespaces=namespaces_known)
+        mount_console(app, engine=engine, auth=auth, namespaces=namespaces_known, oidc=console_oidc)
     return app
 
 
@@ -664,17 +667,21 @@ async def refresh_approvals_waiting(
     while True:
         # Every registered Agent has its series, 0 when nothing waits: an alert can tell 0 from no data.
         counts: dict[str, int] = dict.fromkeys(getattr(engine.registry, "agents", ()), 0)
+        oldest: dict[str, float] = {}
         cursor: str | None = None
         for _ in range(50):  # at most 10,000 suspended executions are counted
             page = await engine.store.list_executions(
                 status=ExecutionState.SUSPENDED, limit=200, cursor=cursor
             )
+            now = time.time()
             for item in page.items:
                 counts[item.agent] = counts.get(item.agent, 0) + 1
+                # A suspended execution's updated_at is when it suspended (nothing writes it while it waits).
+                oldest[item.agent] = max(oldest.get(item.agent, 0.0), now - item.updated_at)
             cursor = page.next_cursor
             if cursor is None:
                 break
-        metrics.approvals_waiting(counts)
+        metrics.approvals_waiting(counts, oldest)
         await asyncio.sleep(every_s)
 
 
@@ -800,4 +807,5 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         on_startup=[source.refresh],
         on_shutdown=[client_auth.aclose, *_log_closer(engine)],
         console=console_enabled(env),
+        console_oidc=console_oidc(env),
     )

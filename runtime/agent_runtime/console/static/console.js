@@ -7,6 +7,10 @@
 "use strict";
 
 (function () {
+  if (document.getElementById("oidc-done")) {
+    window.location.replace("/console/inbox");
+    return;
+  }
   const signIn = document.getElementById("sign-in");
   if (signIn) {
     // Sent as JSON: the token stays out of any URL, and the OE's body guard reads bodies as JSON.
