@@ -334,6 +334,7 @@ def component_inputs(agent: Agent, settings: RenderSettings, *, bundle_digest: s
         oe_url=settings.oe_url,
         oe_public_key_file=contract.OE_PUBLIC_KEY_PATH if settings.oe_public_key else None,
         bundle_digest=bundle_digest,
+        telemetry=tuple(sorted(settings.telemetry_env.items())),
         model=ModelSettings(
             base_url=llm.base_url,
             model=llm.model,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_operator.quantities import quantity
 from agent_runtime.execution_token import normalize_public_key_pem
+from agent_runtime.telemetry_env import telemetry_env
 from agent_runtime.token_file import TokenSettingError
 
 FIELD_MANAGER = "agent-engine-operator"
@@ -27,6 +28,9 @@ DEFAULT_RESOURCES = {
 def _resources(values: tuple[str, str, str, str]) -> dict[str, dict[str, str]]:
     cpu, memory, cpu_limit, memory_limit = values
     return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu_limit, "memory": memory_limit}}
+
+
+TELEMETRY_ENV = "AGENT_OPERATOR_TELEMETRY_ENV"
 
 
 class RenderSettings(BaseModel):
@@ -62,6 +66,9 @@ class RenderSettings(BaseModel):
     # AGENT_OPERATOR_OE_PUBLIC_KEY_FILE): rendered into each Agent namespace and mounted in every component,
     # so only the OE's signed statements open the routes it drives (issue 27). Empty: not rendered.
     oe_public_key: str = ""
+    # OTEL_* and the platform's tracing/execution-log variables for every component (the chart's
+    # observability values, AGENT_OPERATOR_TELEMETRY_ENV): agent_runtime.telemetry_env checks them.
+    telemetry_env: dict[str, str] = Field(default_factory=dict)
 
     @property
     def registration_namespace(self) -> str:
@@ -111,6 +118,8 @@ class OperatorSettings(BaseModel):
             )
         if value := env.get("AGENT_OPERATOR_OE_PUBLIC_KEY_FILE"):
             render["oe_public_key"] = _read_public_key(value)
+        if value := env.get(TELEMETRY_ENV):
+            render["telemetry_env"] = telemetry_env(value, setting=TELEMETRY_ENV)
         fields: dict[str, object] = {"render": RenderSettings(**render)}  # type: ignore[arg-type]
         if value := env.get("AGENT_OPERATOR_NAMESPACES"):
             fields["namespaces"] = tuple(ns.strip() for ns in value.split(",") if ns.strip())

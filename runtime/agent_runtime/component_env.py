@@ -64,6 +64,9 @@ class ComponentInputs:
     memory_url: str | None = None  # set when the Agent has a Memory server
     memory_store: MemoryStoreSettings = field(default_factory=MemoryStoreSettings)
     pod_ip: str | None = None  # None: from the downward API (a pod); a literal for a local process
+    # OTEL_* and the platform's tracing and execution-log settings, the same in every component (issue 33;
+    # checked by agent_runtime.telemetry_env).
+    telemetry: tuple[tuple[str, str], ...] = ()
 
 
 def component_env(component: RunnerMode, inputs: ComponentInputs) -> list[EnvVar]:
@@ -108,6 +111,7 @@ def component_env(component: RunnerMode, inputs: ComponentInputs) -> list[EnvVar
         runtime and inputs.bundle_digest is not None
     ):  # the runtime refuses a mounted bundle with another digest
         env.append(EnvVar(contract.BUNDLE_DIGEST_ENV, inputs.bundle_digest))
+    env += [EnvVar(name, value) for name, value in inputs.telemetry]
     return env
 
 

@@ -105,3 +105,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
+
+{{/* The telemetry variables every component gets (issue 33): the OE directly, the Agents' AER, Tool Pod
+and Memory server through the operator (AGENT_OPERATOR_TELEMETRY_ENV). Only OTEL_*, AGENTIC_TRACING_* and
+AGENTIC_EXECUTION_LOG* names: the operator refuses any other. A JSON object. */}}
+{{- define "agent-engine.telemetryEnv" -}}
+{{- $o := .Values.observability | default dict -}}
+{{- $t := $o.tracing | default dict -}}
+{{- $env := dict -}}
+{{- with $t.otlpEndpoint }}{{ $_ := set $env "OTEL_EXPORTER_OTLP_ENDPOINT" . }}{{ end -}}
+{{- with $t.exporters }}{{ $_ := set $env "AGENTIC_TRACING_EXPORTER" (join "," .) }}{{ end -}}
+{{- with $t.sampler }}{{ $_ := set $env "OTEL_TRACES_SAMPLER" . }}{{ end -}}
+{{- with $t.samplerArg }}{{ $_ := set $env "OTEL_TRACES_SAMPLER_ARG" (toString .) }}{{ end -}}
+{{- if $t.arguments }}{{ $_ := set $env "AGENTIC_TRACING_ARGUMENTS" "true" }}{{ end -}}
+{{- with ($o.executionLog | default dict).sinks }}{{ $_ := set $env "AGENTIC_EXECUTION_LOG" (join "," .) }}{{ end -}}
+{{- range $k, $v := ($o.extraEnv | default dict) }}{{ $_ := set $env $k (toString $v) }}{{ end -}}
+{{- toJson $env -}}
+{{- end -}}

@@ -106,6 +106,12 @@ class OEMetrics:
             agent,
             registry=self.registry,
         )
+        self._oldest = Gauge(
+            "agent_engine_approval_oldest_wait_seconds",
+            "How long the longest-waiting suspended execution has waited for its decision (0: none waits).",
+            agent,
+            registry=self.registry,
+        )
         self._wait = Histogram(
             "agent_engine_approval_wait_seconds",
             "How long a suspended execution waited for its decision, by decision.",
@@ -164,11 +170,14 @@ class OEMetrics:
     def decided(self, agent: str, decision: str, waited_s: float) -> None:
         self._wait.labels(*_where(agent), decision).observe(waited_s)
 
-    def approvals_waiting(self, counts: Mapping[str, int]) -> None:
-        """Set the gauge from a count of suspended executions per Agent (a periodic read of the store)."""
+    def approvals_waiting(self, counts: Mapping[str, int], oldest_s: Mapping[str, float]) -> None:
+        """Set the gauges from the suspended executions per Agent (a periodic read of the store): how many,
+        and how long the oldest has waited."""
         self._waiting.clear()
+        self._oldest.clear()
         for agent, count in counts.items():
             self._waiting.labels(*_where(agent)).set(count)
+            self._oldest.labels(*_where(agent)).set(oldest_s.get(agent, 0.0))
 
     def _bounded(self, agent: str, kind: str, value: str) -> str:
         seen = self._seen.setdefault((agent, kind), set())
