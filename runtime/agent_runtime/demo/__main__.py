@@ -81,10 +81,10 @@ def _decide(held: dict[str, Any]) -> tuple[str, dict[str, Any] | None, str]:
     return "approved", None, "approved in make run"
 
 
-def demo(platform: LocalPlatform) -> int:
-    agent = f"{APP_NAMESPACE}/{AGENT}"
+def demo(*, server: str, token: str, agent: str = f"{APP_NAMESPACE}/{AGENT}") -> int:
+    """Invoke the agent, follow it, decide each held call, print the answer and the audit."""
     print(f"\nInvoking {agent}: {DEMO_TEXT!r}")
-    with OEClient(server=platform.oe_url, token=platform.client_token, timeout=60) as client:
+    with OEClient(server=server, token=token, timeout=60) as client:
         execution_id = str(client.invoke(agent=agent, input={"text": DEMO_TEXT})["execution_id"])
         print(f"  execution {execution_id}")
         last = _follow(client, execution_id)
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         platform.up()
         print(f"      (up in {time.monotonic() - started:.0f} s)")
-        code = demo(platform)
+        code = demo(server=platform.oe_url, token=platform.client_token)
         if code == 0 and not args.once:
             instructions(platform)
             while True:
