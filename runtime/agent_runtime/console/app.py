@@ -130,6 +130,7 @@ class Console:
                 Route(PREFIX + "/data/inbox", self.read(self.inbox), methods=["GET"]),
                 Route(PREFIX + "/data/agents", self.read(self.agents), methods=["GET"]),
                 Route(PREFIX + "/data/tools", self.read(self.tools), methods=["GET"]),
+                Route(PREFIX + "/data/events", self.read(self.events), methods=["GET"]),
             ]
         )
 
@@ -331,8 +332,8 @@ class Console:
                 return JSONResponse(
                     {"detail": [{"field": exc.field, "problem": exc.problem}]}, status_code=400
                 )
-            except LookupError:
-                return _error(404, "agent_not_found", "no Agent of that name that you may read")
+            except LookupError as exc:
+                return _error(404, "not_found", f"no Agent or execution {str(exc)[:256]!r} that you may read")
             return JSONResponse(body, headers={"cache-control": "no-store"})
 
         return answered
@@ -358,6 +359,12 @@ class Console:
 
     async def agents(self, request: Request, caller: Caller) -> dict[str, Any]:
         return await self.data.agents(caller, namespace=request.query_params.get("namespace") or None)
+
+    async def events(self, request: Request, caller: Caller) -> dict[str, Any]:
+        execution_id = request.query_params.get("execution", "")
+        if not 0 < len(execution_id) <= 256:
+            raise BadQuery("execution", "name the execution by its id")
+        return await self.data.events(caller, execution_id=execution_id)
 
     async def tools(self, request: Request, caller: Caller) -> dict[str, Any]:
         agent = request.query_params.get("agent", "")

@@ -124,6 +124,18 @@ class ConsoleData:
             raise BadQuery("cursor", "not a cursor this list returned; send next_cursor as given") from None
         return {"items": [review_view(item) for item in page.items], "next_cursor": page.next_cursor}
 
+    async def events(self, caller: Caller, *, execution_id: str) -> dict[str, Any]:
+        """An execution's events so far, in one answer (the timeline's backlog; it then follows the SSE
+        stream after the last). One the caller may not read is a LookupError, as an unknown one."""
+        record = await self.engine.store.get_execution(execution_id)
+        if record is None:
+            raise LookupError(execution_id)
+        name = record.agent.split("/", 1)[-1]
+        if not await self.auth.allowed(caller, on_agents(READ, record.project_id, name)):
+            raise LookupError(execution_id)
+        listed = await self.engine.store.list_events(execution_id, after_seq=0)
+        return {"events": [event.model_dump(mode="json") for event in listed]}
+
     async def agents(self, caller: Caller, *, namespace: str | None) -> dict[str, Any]:
         """The registered Agents the caller may read (one namespace, or all), with tools and policy."""
         registry = self._registry()

@@ -613,8 +613,10 @@
     }
 
     const steps = new Map();
+    const running = new Set(); // rows started and not finished: where Interrupt applies
     let count = 0;
     let rendered = 0; // step rows, replays included
+    let replaying = true; // reading the backlog: the view was just loaded
 
     function stepRow(step) {
       // A step seen again after it finished is a later run's replay of it: a row of its own.
@@ -652,7 +654,15 @@
       row.done = finished;
       row.line.textContent = bits.join(" · ");
       row.li.className = `step ${finished ? "done " + (d.status || "") : "running"}`;
-      interruptButton(row, !finished && d.route === "tool_pod");
+      if (finished) {
+        running.delete(row);
+        interruptButton(row, false);
+      } else running.add(row);
+    }
+
+    function refreshInterrupts() {
+      // After a batch of events, not per event: a backlog's started-then-finished steps never get one.
+      for (const row of running) interruptButton(row, row.data.route === "tool_pod");
     }
 
     function interruptButton(row, wanted) {
@@ -696,16 +706,31 @@
         const extra = data.decision ? ` (${data.decision})` : data.error ? ` (${data.error.category || data.error.code || "error"})` : "";
         timeline.append(el("li", { class: `event ${type}`, text: `${type}${event.step ? " at step " + event.step : ""}${extra} · ${new Date(event.at * 1000).toLocaleTimeString()}` }));
       }
-      if (["suspended", "resumed", "running", "cancelled", "completed", "failed"].includes(type)) loadView();
+      if (!replaying && ["suspended", "resumed", "running", "cancelled", "completed", "failed"].includes(type)) {
+        loadView();
+      }
     }
 
     await loadView();
     if (!view) return;
     app.dataset.ready = "true";
     let after = 0;
+    let ended = false;
+    // The backlog in one read (a long execution's thousands of events), then the stream after it.
+    const backlog = await get(`/console/data/events${query({ execution: executionId })}`);
+    if (backlog.ok) {
+      for (const event of backlog.data.events) {
+        onEvent(event.type, event);
+        after = event.seq;
+        if (FINAL.has(event.type)) ended = true;
+      }
+      refreshInterrupts();
+    }
+    replaying = false;
+    if (backlog.ok && backlog.data.events.length) await loadView();
     // The execution's event stream: read with fetch so every event type (llm_delta too) arrives and the
     // reader stops at a final event; a dropped connection resumes after the last event seen.
-    for (let attempt = 0; attempt < 1000; attempt += 1) {
+    for (let attempt = 0; !ended && attempt < 1000; attempt += 1) {
       const final = await follow(`/console/api/execution/${id}/events?after=${after}`, (type, raw, seq) => {
         after = seq || after;
         let event;
@@ -715,6 +740,7 @@
           return false;
         }
         onEvent(type, event);
+        refreshInterrupts();
         return FINAL.has(type);
       });
       if (final) break;
