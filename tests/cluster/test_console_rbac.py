@@ -73,6 +73,8 @@ def test_a_viewer_sees_no_buttons_and_his_forged_approval_is_refused_by_rbac(
     response = bob.page.goto(bob.url(f"/console/executions/{held_b}"))
     assert response is not None and response.status == 200
     expect(bob.page.locator("p.error")).to_contain_text("no execution")
+    backlog = bob.context.request.get(bob.url(f"/console/data/events?execution={held_b}"))
+    assert backlog.status == 404, "the timeline's backlog is authorized as reading the execution"
     assert world.wait("alice", held_a, "suspended")["status"] == "suspended"
 
     # carol (admin in B) decides B's call from her inbox; A's is not hers to see.

@@ -119,7 +119,10 @@ def instructions(platform: LocalPlatform) -> None:
     agent = f"{APP_NAMESPACE}/{AGENT}"
     print(
         f"""
-The platform keeps serving. Try, in another terminal:
+The platform keeps serving. The console: {platform.oe_url}/console
+  (sign in with the token `{client_token_command()}` prints)
+
+Try, in another terminal:
 
   export KUBECONFIG={platform.kubeconfig}
   kubectl get agents -n {APP_NAMESPACE}
