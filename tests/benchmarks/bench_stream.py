@@ -366,13 +366,19 @@ def main() -> None:
             platform.start_tool_pod()
             platform.start_aer()
             platform.write_registrations()
-            platform.start_oe()
+            # The chart's watchdog timings, not the loop tier's quick ones: on 2 busy cores a 2 s idle
+            # stream is not a lost AER.
+            platform.start_oe(extra={"OE_AER_LOST_AFTER_S": "30", "OE_WATCHDOG_INTERVAL_S": "10"})
             figures = asyncio.run(_measure(platform, provider_port, sent_log))
             print(json.dumps(figures), flush=True)
             oe_pid = platform.processes["oe"].popen.pid
             figures.update(asyncio.run(_idle_subscribers(platform, oe_pid, IDLE_SUBSCRIBERS)))
             print(json.dumps(figures), flush=True)
             figures.update(asyncio.run(_stalled_subscribers(platform, oe_pid, STALLED_SUBSCRIBERS)))
+        except Exception:
+            for name, process in platform.processes.items():  # why, before the directory goes
+                print(f"--- {name} (exit {process.popen.poll()}) ---\n{process.output()[-3000:]}")
+            raise
         finally:
             for process in platform.processes.values():
                 process.stop(timeout=5)
