@@ -124,7 +124,13 @@ def test_open_store_builds_the_named_backend(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("settings", "names"),
     [
-        ({"store_type": "postgres"}, ["OE_STORE_TYPE", "sqlite", "mongodb", "postgres"]),
+        ({"store_type": "mysql"}, ["OE_STORE_TYPE", "sqlite", "mongodb", "postgres"]),
+        ({"store_type": "postgres"}, ["OE_POSTGRES_URL"]),
+        (
+            {"store_type": "postgres", "postgres_url": "mongodb://oe:hunter2@db/"},
+            ["OE_POSTGRES_URL", "oe:***@db"],
+        ),
+        ({"store_type": "sqlite", "replicas": 2}, ["OE_REPLICAS=2", "OE_STORE_TYPE=postgres"]),
         ({"store_type": ""}, ["OE_STORE_TYPE"]),
         ({"store_type": "sqlite", "sqlite_path": None}, ["OE_SQLITE_PATH"]),
         ({"store_type": "sqlite", "sqlite_path": "  "}, ["OE_SQLITE_PATH"]),
