@@ -375,7 +375,7 @@ def test_the_runtime_token_does_not_open_the_aers_thread_routes(platform: Platfo
     """The Tool Pod holds the runtime token but not the checkpoint store: it cannot read threads through
     the AER. Only the OE's signed statement opens the thread routes."""
     aer = f"http://127.0.0.1:{platform.aer_port}"
-    for path in ("/threads/any-session/state", "/query/sessions", "/query/sessions/any-session/messages"):
+    for path in ("/threads/react-any/state", "/query/sessions", "/query/sessions/react-any/messages"):
         refused = httpx.get(aer + path, headers={"authorization": f"Bearer {RUNTIME_TOKEN}"})
         assert refused.status_code in (401, 403), (path, refused.status_code, refused.text)
     opened = httpx.get(aer + "/query/sessions", headers=platform.runtime_headers("aer"))
