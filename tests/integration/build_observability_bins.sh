@@ -7,7 +7,8 @@
 #               PrometheusRule and the metrics' exposition
 #
 # Both come from the Go module proxy through `go`, each from a small wrapper module that requires it as a
-# tool (as tests/cluster/build_bins.sh builds the control plane). Prints the bin directory on the last line.
+# tool (as tests/cluster/build_bins.sh builds the control plane). Arguments name which to build (default
+# both). Prints the bin directory on the last line.
 set -euo pipefail
 
 JAEGER_VERSION="${JAEGER_VERSION:-v1.76.0}"
@@ -24,6 +25,21 @@ command -v go >/dev/null || [[ ! -x /usr/local/go/bin/go ]] || PATH="/usr/local/
 export GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
 
 mkdir -p "$BIN_DIR"
+
+# Which to build: the arguments (jaeger, promtool), or both. Already there: no lock, no go.
+WANTED=("$@")
+[[ ${#WANTED[@]} -gt 0 ]] || WANTED=(jaeger promtool)
+version_of() { [[ "$1" == jaeger ]] && echo "$JAEGER_VERSION" || echo "$PROMETHEUS_VERSION"; }
+missing=0
+for name in "${WANTED[@]}"; do
+    [[ "$name" == jaeger || "$name" == promtool ]] || { echo "unknown binary $name: jaeger or promtool" >&2; exit 2; }
+    [[ -x "$BIN_DIR/$name-$(version_of "$name")" ]] || missing=1
+done
+if [[ $missing == 0 ]]; then
+    for name in "${WANTED[@]}"; do ln -sf "$BIN_DIR/$name-$(version_of "$name")" "$BIN_DIR/$name"; done
+    echo "$BIN_DIR"
+    exit 0
+fi
 
 # Serialise concurrent builds (two test sessions, or make + pytest) on one lock in the cache.
 exec 9>"$DIR/.build.lock"
@@ -54,6 +70,10 @@ build() {
     ln -sf "$bin" "$BIN_DIR/$name"
 }
 
-build jaeger github.com/jaegertracing/jaeger github.com/jaegertracing/jaeger/cmd/jaeger "$JAEGER_VERSION"
-build promtool github.com/prometheus/prometheus github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION"
+for name in "${WANTED[@]}"; do
+    case "$name" in
+        jaeger) build jaeger github.com/jaegertracing/jaeger github.com/jaegertracing/jaeger/cmd/jaeger "$JAEGER_VERSION" ;;
+        promtool) build promtool github.com/prometheus/prometheus github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" ;;
+    esac
+done
 echo "$BIN_DIR"

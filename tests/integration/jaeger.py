@@ -72,9 +72,10 @@ class ObservabilityBinsUnavailable(RuntimeError):
     """Jaeger or promtool could not be built; the message says what to do."""
 
 
-def observability_bins() -> Path:
-    """The cached bin directory (jaeger, promtool), built first if needed (the script then needs go)."""
-    done = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+def observability_bins(*names: str) -> Path:
+    """The cached bin directory holding `names` (jaeger, promtool; default both), built first if needed (the
+    script then needs go)."""
+    done = subprocess.run(["bash", str(BUILD_SCRIPT), *names], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         output = f"{done.stderr[-4000:]}{done.stdout[-2000:]}"
         raise ObservabilityBinsUnavailable(f"{BUILD_SCRIPT.name} failed (exit {done.returncode}):\n{output}")
@@ -111,7 +112,7 @@ class Jaeger:
 
 @contextlib.contextmanager
 def running_jaeger(*, timeout: float = 30.0) -> Iterator[Jaeger]:
-    binary = observability_bins() / "jaeger"
+    binary = observability_bins("jaeger") / "jaeger"
     with tempfile.TemporaryDirectory(prefix="jaeger-") as tmp:
         ports = {name: free_port() for name in ("query_port", "query_grpc_port", "otlp_port")}
         config = Path(tmp) / "config.yaml"

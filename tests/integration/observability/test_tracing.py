@@ -161,7 +161,9 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
     }
     # The execution is a child of the client's span; both runs are children of the execution.
     (execution,) = _named(spans, f"execution {AGENT}")
-    assert _parent(execution) == client_span
+    invoke_request = spans[_parent(execution)]  # type: ignore[index]
+    assert invoke_request["operationName"] == "oe POST /invoke"
+    assert _parent(invoke_request) == client_span
     assert _tags(execution)["agent.execution.id"] == execution_id
     first, resumed = _named(spans, "run 1"), _named(spans, "run 2 (resume)")
     assert len(first) == 1 and len(resumed) == 1
@@ -171,7 +173,9 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
     assert _tags(resumed[0])["agent.run.status"] == "completed"
     # Each run's AER request is under its run span.
     aer_runs = [s for s in spans.values() if s["operationName"].startswith("aer POST /execute")]
-    assert sorted(_parent(s) for s in aer_runs) == sorted([first[0]["spanID"], resumed[0]["spanID"]])
+    # (through the OE's HTTP client span, which carried the traceparent)
+    chains = sorted(_ancestors(spans, s)[:2] for s in aer_runs)
+    assert chains == [["POST 127.0.0.1", "run 1"], ["POST 127.0.0.1", "run 2 (resume)"]], chains
 
     # The steps: the OE's step spans sit under the AER's requests, with the OE's decisions.
     transfers = _named(spans, "execute_tool transfer")
@@ -181,7 +185,7 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
     for step in transfers:
         chain = _ancestors(spans, step)
         assert any(name.startswith("aer POST /execute") for name in chain), chain
-        assert chain[-1] == f"execution {AGENT}"
+        assert chain[-2:] == [f"execution {AGENT}", "oe POST /invoke"], chain
     model_steps = _named(spans, "chat main")
     oe_models = [s for s in model_steps if _service(trace, s) == "agent-engine-oe"]
     cached = [s for s in oe_models if _tags(s)["agent.from_cache"] is True]
@@ -287,6 +291,6 @@ def test_the_oe_metrics_count_each_series_a_platform_team_alerts_on(
 
 def _promtool() -> Path:
     try:
-        return observability_bins() / "promtool"
+        return observability_bins("promtool") / "promtool"
     except ObservabilityBinsUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
