@@ -1,10 +1,10 @@
 """The OE's client API as an OpenAPI 3.1 document (`GET /openapi.json`, and docs/oe-openapi.json).
 
 Request bodies are the pydantic models the handlers parse (`InvokeRequest`, `WrappedResume`,
-`ReviewDecision`, `InterruptBody`, `MemoryExportRequest`); answers are the views the handlers build,
-described by the models below (their fields as the handlers fill them, further fields allowed). The
-runtime routes (`/tool/execute`, `/tool/result`, `/executor/callback`) are the runtimes' contract, not the
-client API, and are left out. Regenerate the checked-in copy with
+`ReviewDecision`, `InterruptBody`, `MemoryExportRequest`, `ThreadUpdate`); answers are the views the
+handlers build, described by the models below (their fields as the handlers fill them, further fields
+allowed). The runtime routes (`/tool/execute`, `/tool/result`, `/executor/callback`) are the runtimes'
+contract, not the client API, and are left out. Regenerate the checked-in copy with
 `python -m agent_runtime.servers.oe_openapi > docs/oe-openapi.json` (a unit test fails when it drifts).
 """
 
@@ -27,6 +27,7 @@ from agent_runtime.protocol import (
 from agent_runtime.servers.connector_test import OE_CONNECTOR_TEST_PATH, ConnectorTestAnswer
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH
 from agent_runtime.servers.oe_drains import InterruptBody
+from agent_runtime.servers.thread_http import ThreadUpdate
 
 OPENAPI_PATH = "/openapi.json"
 REF = "#/components/schemas/{model}"
@@ -92,6 +93,30 @@ class Execution(_View):
     reviews: list[dict[str, Any]] | None = None
 
 
+class Sessions(_View):
+    """A LangGraph Agent's sessions that have a thread (workspace-scoped keys only)."""
+
+    sessions: list[str]
+
+
+class SessionMessages(_View):
+    """A session's messages, platform message dicts, oldest first."""
+
+    session_id: str
+    messages: list[dict[str, Any]]
+
+
+class ThreadState(_View):
+    """A session's thread as LangGraph's `get_state` sees it."""
+
+    session_id: str
+    values: dict[str, Any]
+    next: list[str]
+    interrupts: list[dict[str, Any]]
+    checkpoint_id: str | None = None
+    created_at: str | None = None
+
+
 class ExecutionPage(_View):
     """A page of executions, newest first; `next_cursor` fetches the next."""
 
@@ -114,6 +139,7 @@ class Review(_View):
     asks: dict[str, Any]
     decisions: list[str]
     may_edit_args: bool
+    may_send_value: bool = False
     resume: str
     waiting_since: str | None = None
 
@@ -173,6 +199,7 @@ class Operation:
 _ID = Query("execution_id", {"type": "string", "minLength": 1}, "the execution's id", "path", True)
 _PROJECT = Query("project_id", {"type": "string", "minLength": 1}, "the namespace", "path", True)
 _AGENT = Query("agent", {"type": "string", "minLength": 1}, "the Agent's name", "path", True)
+_SESSION = Query("session_id", {"type": "string", "minLength": 1}, "the session", "path", True)
 _LIMIT = Query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "page size")
 _CURSOR = Query("cursor", {"type": "string", "maxLength": 2048}, "next_cursor of the previous page")
 
@@ -315,6 +342,47 @@ OPERATIONS: tuple[Operation, ...] = (
         MemoryExportRequest,
         params=(_PROJECT, _AGENT),
         errors=(400, 401, 403, 404, 409),
+    ),
+    Operation(
+        "get",
+        "/api/v1/projects/{project_id}/agents/{agent}/sessions",
+        "listSessions",
+        "A LangGraph Agent's sessions that have a thread",
+        "agents get",
+        {200: Sessions},
+        params=(_PROJECT, _AGENT),
+        errors=(401, 403, 404),
+    ),
+    Operation(
+        "get",
+        "/api/v1/projects/{project_id}/agents/{agent}/sessions/{session_id}/messages",
+        "listSessionMessages",
+        "A session's messages",
+        "agents get",
+        {200: SessionMessages},
+        params=(_PROJECT, _AGENT, _SESSION),
+        errors=(401, 403, 404),
+    ),
+    Operation(
+        "get",
+        "/api/v1/projects/{project_id}/agents/{agent}/sessions/{session_id}/state",
+        "getThreadState",
+        "A session's thread state (LangGraph get_state)",
+        "agents get",
+        {200: ThreadState},
+        params=(_PROJECT, _AGENT, _SESSION),
+        errors=(401, 403, 404, 409),
+    ),
+    Operation(
+        "post",
+        "/api/v1/projects/{project_id}/agents/{agent}/sessions/{session_id}/state",
+        "updateThreadState",
+        "Write a session's thread state as a node would (LangGraph update_state)",
+        "agents/approve",
+        {200: ThreadState},
+        ThreadUpdate,
+        params=(_PROJECT, _AGENT, _SESSION),
+        errors=(400, 401, 403, 404, 409, 413),
     ),
     Operation(
         "post",
