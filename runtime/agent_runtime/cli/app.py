@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, reviews
+from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, logs, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 
 
@@ -46,6 +46,7 @@ for command in (
     audit_verify.audit,
     executions.cancel,
     executions.events,
+    logs.logs,
     executions.interrupt,
     reviews.reviews,
     reviews.approve,

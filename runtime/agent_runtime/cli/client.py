@@ -134,6 +134,10 @@ class OEClient:
         body = self._send("GET", f"/execution/{execution_id}/audit", what=f"execution {execution_id}")
         return list(body.get("records", []))
 
+    def execution_logs(self, execution_id: str) -> dict[str, Any]:
+        """The execution's durable log: `{"records": [...], "enabled": bool}`."""
+        return dict(self._send("GET", f"/execution/{execution_id}/logs", what=f"execution {execution_id}"))
+
     def audit_verify(self, execution_id: str) -> dict[str, Any]:
         path = f"/execution/{execution_id}/audit/verify"
         return dict(self._send("GET", path, what=f"execution {execution_id}"))

@@ -14,6 +14,7 @@ import pymongo
 import pytest
 
 from tests.conftest import REPO_ROOT, Process, free_port, wait_for_port
+from tests.integration.cli.driver import ok_json, run
 from tests.integration.loop.harness import CLIENT_TOKEN, PLANTED, Tenant
 from tests.integration.observability.harness import ObservedPlatform
 from tests.providers.llm_peer import RunningLLMPeer, Turn
@@ -149,6 +150,14 @@ def test_a_langgraph_turn_logs_its_nodes_steps_and_lifecycle_in_order_in_jsonl_a
     text = json.dumps(records) + "".join(path.read_text() for path in log_dir.iterdir())
     for secret in (*PLANTED, PROVIDER_TOKEN):
         assert secret not in text
+
+    # The CLI reads the same log: JSON as the OE answers it, a table naming each node and step.
+    assert ok_json(platform, "logs", execution_id)["records"] == records
+    table = run(platform, "logs", execution_id)
+    assert table.returncode == 0, table.stderr
+    assert "node_start" in table.stdout and "agent" in table.stdout and "notes_createNote" in table.stdout
+    missing = run(platform, "logs", "0" * 32)
+    assert missing.returncode == 3 and "Traceback" not in missing.stderr
 
     # Reading the log is reading the execution: another caller's token gets nothing.
     with platform.client(token=CLIENT_TOKEN + "-wrong") as client:
