@@ -178,8 +178,9 @@ class ToolExecuteRequest(Request):
     # LLM calls: the tool schemas offered to the model and per-call options (temperature, ...).
     tools: list[dict[str, Any]] | None = None
     options: dict[str, Any] | None = None
-    # LLM calls: the agent streams this call (`astream`), so the OE publishes its deltas.
-    stream: bool = False
+    # LLM calls: the agent streams this call (`astream`), so the OE publishes its deltas (None: it does
+    # not, and the field stays off the wire).
+    stream: bool | None = None
 
     @property
     def is_llm(self) -> bool:

@@ -43,7 +43,7 @@ class StreamedOutcome:
 
 def wants_stream(record: ExecutionRecord, call: ToolExecuteRequest) -> bool:
     """A model call streams when its client asked (`stream: true` on /invoke) or its agent did (`astream`)."""
-    return call.is_llm and (record.stream or call.stream)
+    return call.is_llm and (record.stream or bool(call.stream))
 
 
 def delta_data(delta: LLMDelta) -> dict[str, Any]:

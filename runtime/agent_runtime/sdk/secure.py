@@ -45,7 +45,7 @@ from agent_runtime.sdk.tool_messages import TOOL_MESSAGE, tool_message
 from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, call_tracker_var, run_tracked
 
 if TYPE_CHECKING:
-    from agent_runtime.sdk.app import ToolSpec
+    from agent_runtime.sdk.tool_spec import ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -399,7 +399,7 @@ class SecureWrappedLLM:
             messages=request_messages,
             tools=request_tools,
             options=request_options,
-            stream=stream,
+            stream=True if stream else None,
         )
         return run, request
 

@@ -357,3 +357,13 @@ def test_bad_stream_fields_are_a_400_naming_the_field(platform: Platform) -> Non
             response = client.post("/invoke", json={"agent": AGENT, "input": {}, **body})
             assert response.status_code == 400, response.text
             assert field in response.text
+
+
+def test_an_agent_that_calls_astream_gets_its_call_streamed_without_the_client_asking(
+    platform: Platform, llm_peer: RunningLLMPeer
+) -> None:
+    llm_peer.push(Turn.answer("one two three four"))
+    execution_id = invoke(platform, {"mode": "astream", "text": "go"})  # no stream: true
+    records = [r for _, r, _ in sse_events(platform, execution_id)]
+    assert records[-1]["type"] == "completed"
+    assert joined(deltas_by_step(records)[1])["text"] == "one two three four"
