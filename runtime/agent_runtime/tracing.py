@@ -195,16 +195,28 @@ def mark_error(category: str) -> None:
 # -- HTTP clients -----------------------------------------------------------------------------------------
 
 
-def aiohttp_trace_configs() -> list[Any]:
-    """For `aiohttp.ClientSession(trace_configs=...)`: a client span per request, its traceparent sent.
+def aiohttp_trace_configs(*, client_span: bool = True) -> list[Any]:
+    """For `aiohttp.ClientSession(trace_configs=...)`: the traceparent on every request, and (client_span)
+    a client span per request naming the method and host, never the path's query string.
 
-    Empty when tracing is off. The span names the method and host, never the path's query string.
+    Empty when tracing is off. The platform's own hops (OE -> AER, AER -> OE) send the traceparent without a
+    span of their own: the server span on the other side times them, and every span costs the turn.
     """
     if not _state["enabled"]:
         return []
     import aiohttp
 
     config = aiohttp.TraceConfig()
+    if not client_span:
+
+        async def inject_only(_: Any, ctx: Any, params: Any) -> None:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            for key, value in carrier.items():
+                params.headers[key] = value
+
+        config.on_request_start.append(inject_only)
+        return [config]
 
     async def on_start(_: Any, ctx: Any, params: Any) -> None:
         url = params.url

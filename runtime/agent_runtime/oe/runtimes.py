@@ -99,7 +99,9 @@ class Runtimes:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 skip_auto_headers=("User-Agent",),
-                trace_configs=aiohttp_trace_configs(),  # traceparent to the AER and the Tool Pod
+                trace_configs=aiohttp_trace_configs(
+                    client_span=False
+                ),  # traceparent to the AER and the Tool Pod
             )
         return self._session
 

@@ -122,7 +122,7 @@ class OEClient:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,  # no proxy or netrc the platform did not configure
                 skip_auto_headers=("User-Agent",),
-                trace_configs=aiohttp_trace_configs(),  # traceparent back to the OE
+                trace_configs=aiohttp_trace_configs(client_span=False),  # traceparent back to the OE
             )
             self._loop = loop
         return self._session
