@@ -28,6 +28,8 @@ CONNECTOR_TEST_PATH = "/connectors/{name}/test"
 OE_TOOL_EXECUTE_PATH = "/tool/execute"
 OE_TOOL_RESULT_PATH = "/tool/result"
 OE_CALLBACK_PATH = "/executor/callback"
+# AER -> OE: one chunk of a LangGraph stream mode the execution's client asked for (issue 32).
+OE_GRAPH_STREAM_PATH = "/tool/stream"
 # Both runtimes (AER and Tool Pod): stop an execution's work, or one call of it (DR-01, IC-01).
 DRAIN_PATH = "/drain"
 INTERRUPT_CALL_PATH = "/interrupt/call"
@@ -135,6 +137,10 @@ class SuspendReply(BaseModel):
         return out
 
 
+# LangGraph's stream modes a client may ask for (`stream_mode` on /invoke, as LangGraph's server takes it).
+StreamMode = Literal["values", "updates", "messages", "custom"]
+
+
 class AERExecuteRequest(Request):
     """`POST /execute` on the AER: start (or, with `resume`, re-run) one execution. Answered 202."""
 
@@ -149,6 +155,9 @@ class AERExecuteRequest(Request):
     # The OE's signed statement (audience memory) for this run's user and org: the run's MemoryClient
     # presents it, and the Memory server takes user and org from it alone (issue 27). Never logged.
     memory_credential: str | None = Field(default=None, max_length=4096, repr=False)
+    # The LangGraph stream modes the client asked for: the AER runs the graph with `astream` and sends
+    # each chunk of these modes to the OE (`/tool/stream`). Empty: `ainvoke`, nothing sent.
+    stream_mode: list[StreamMode] = Field(default_factory=list)
 
 
 class AERExecutionStatus(BaseModel):
@@ -208,6 +217,14 @@ class ToolExecuteAnswer(BaseModel):
     from_cache: bool = False
     duration_ms: float | None = None
     pod_name: str | None = None
+
+
+class GraphStreamChunk(Request):
+    """`POST /tool/stream`: one chunk of a LangGraph stream mode, published as an event named `mode`."""
+
+    execution_id: str = _ID
+    mode: StreamMode
+    data: Any = None
 
 
 class ToolResultRequest(Request):
@@ -305,10 +322,6 @@ class CallOutcome(BaseModel):
 
 
 # Client -> OE ---------------------------------------------------------------------------------------------
-
-
-# LangGraph's stream modes a client may ask for (`stream_mode` on /invoke, as LangGraph's server takes it).
-StreamMode = Literal["values", "updates", "messages", "custom"]
 
 
 class InvokeRequest(Request):

@@ -29,6 +29,7 @@ from agent_runtime.langgraph.messages import to_platform
 from agent_runtime.langgraph.native_holds import Hold, hold_record, hold_request, pending_hold, resume_value
 from agent_runtime.langgraph.node_logger import node_log_config
 from agent_runtime.langgraph.steps import StepLedger
+from agent_runtime.langgraph.stream_modes import INTERRUPT_KEY, streamed_result
 from agent_runtime.langgraph.suspend import GraphRun, graph_run_scope
 from agent_runtime.langgraph.thread_recovery import discard_pending_tasks, recovered_input
 from agent_runtime.protocol import AGENT_SUSPEND, ToolExecuteRequest
@@ -37,7 +38,7 @@ from agent_runtime.sdk.context import RequestContext, current_run
 from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.secure import confirm_replies
 
-INTERRUPT_KEY = "__interrupt__"
+__all__ = ["INTERRUPT_KEY", "LangGraphAgent"]
 
 
 class CheckpointMissingError(RuntimeError):
@@ -98,7 +99,7 @@ class LangGraphAgent:
             ledger=ledger, checkpointed=checkpointer is not None, loop=asyncio.get_running_loop()
         )
         with graph_run_scope(scope):
-            result = await self.graph.ainvoke(graph_input, config)
+            result = await self._run(graph_input, config)
         if run.suspension is not None and run.platform_failure is None and checkpointer is not None:
             await self._save_ledger(checkpointer, config, ledger=ledger)
             raise run.suspension
@@ -112,6 +113,22 @@ class LangGraphAgent:
                 "cannot resume from one: compile it with checkpointer=app.checkpointer()"
             )
         return jsonable_state(result)
+
+    async def _run(self, graph_input: Any, config: dict[str, Any]) -> Any:
+        """`ainvoke`, or `astream` with each chunk of the client's stream modes sent to the OE (issue 32)."""
+        run = current_run()
+        asked = run.context.stream_mode
+        if not asked or run.oe is None:
+            return await self.graph.ainvoke(graph_input, config)
+        return await streamed_result(
+            self.graph,
+            graph_input,
+            config,
+            execution_id=run.context.execution_id,
+            asked=asked,
+            send=run.oe.graph_stream,
+            jsonable=jsonable_state,
+        )
 
     async def _hold(
         self, checkpointer: BaseCheckpointSaver, config: dict[str, Any], *, ledger: StepLedger, hold: Hold

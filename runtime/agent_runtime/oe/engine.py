@@ -22,6 +22,7 @@ from agent_runtime.oe.conditions import facts as condition_facts
 from agent_runtime.oe.deadlines import SYSTEM_DECIDER, expired, stamp
 from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.events import EventBus
+from agent_runtime.oe.graph_stream import chunk_event_data, chunk_refusal
 from agent_runtime.oe.holds import INTERRUPT, agent_hold_kind, decided_answer, value_problem
 from agent_runtime.oe.leases import leases_for, watchdog_key
 from agent_runtime.oe.lifecycle import ENTER_FROM
@@ -65,6 +66,7 @@ from agent_runtime.protocol import (
     CallOutcome,
     ExecutionState,
     ExecutorCallback,
+    GraphStreamChunk,
     InvokeLLMRequest,
     InvokeRequest,
     ReviewDecision,
@@ -817,6 +819,19 @@ class Orchestrator:
         )
         return await self._finish(record, caller, call, unknown, decision="outcome_unknown", route="none")
 
+    async def graph_stream(self, caller: AgentRegistration, chunk: GraphStreamChunk) -> None:
+        """Publish one LangGraph stream-mode chunk of the caller's own running execution (issue 32)."""
+        record = await self._owned(caller, chunk.execution_id)
+        refusal = chunk_refusal(record, mode=chunk.mode)
+        if refusal is not None:
+            raise Conflict("stream_refused", refusal)
+        data = chunk_event_data(
+            chunk.data,
+            secrets=(*self._secrets(caller), *self._known_secrets()),
+            max_bytes=self.streaming.step_result_max_bytes,
+        )
+        await self.events.publish(chunk.execution_id, type=chunk.mode, data=data)
+
     async def tool_result(self, caller: AgentRegistration, report: ToolResultRequest) -> None:
         """Store a local tool's outcome as its step's final one; the same report twice is a no-op."""
         record = await self._owned(caller, report.execution_id)
@@ -1082,6 +1097,7 @@ class Orchestrator:
             input=started.input,
             resume=resume,
             suspend_replies=_suspend_replies(started),
+            stream_mode=started.stream_mode,
         )
         # A restarting AER refuses connections for a moment: retry for as long as the watchdog would wait,
         # then leave the run to the watchdog, which starts it once the AER answers or fails it (`aer_lost`)

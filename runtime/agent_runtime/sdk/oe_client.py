@@ -22,9 +22,11 @@ from pydantic import BaseModel, ValidationError
 from agent_runtime.contract import OE_URL_ENV
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
+    OE_GRAPH_STREAM_PATH,
     OE_TOOL_EXECUTE_PATH,
     OE_TOOL_RESULT_PATH,
     ExecutorCallback,
+    GraphStreamChunk,
     ToolExecuteAnswer,
     ToolExecuteRequest,
     ToolResultRequest,
@@ -65,6 +67,8 @@ class OEApi(Protocol):
     async def tool_execute(self, request: ToolExecuteRequest) -> ToolExecuteAnswer: ...
 
     async def tool_result(self, request: ToolResultRequest) -> None: ...
+
+    async def graph_stream(self, chunk: GraphStreamChunk) -> None: ...
 
     async def callback(self, callback: ExecutorCallback) -> None: ...
 
@@ -174,6 +178,11 @@ class OEClient:
     async def tool_result(self, request: ToolResultRequest) -> None:
         """Report a local tool's outcome; PlatformFailure unless the OE acknowledges it."""
         await self._acknowledged(OE_TOOL_RESULT_PATH, request, budget_s=self._result_budget_s)
+
+    async def graph_stream(self, chunk: GraphStreamChunk) -> None:
+        """Send one LangGraph stream-mode chunk for the OE to publish (issue 32); PlatformFailure unless
+        the OE acknowledges it."""
+        await self._acknowledged(OE_GRAPH_STREAM_PATH, chunk, budget_s=self._result_budget_s)
 
     async def callback(self, callback: ExecutorCallback) -> None:
         """Report the end of a run; retried with backoff within the callback budget."""

@@ -105,6 +105,7 @@ def request_context(request: AERExecuteRequest, *, tools: Sequence[dict[str, Any
         resume=request.resume,
         tools=tuple(tools),
         memory_credential=request.memory_credential,
+        stream_mode=tuple(request.stream_mode),
     )
 
 

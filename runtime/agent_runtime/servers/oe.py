@@ -68,10 +68,12 @@ from agent_runtime.oe.usage import prices_from_env
 from agent_runtime.oe.usage_report import usage_view
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
+    OE_GRAPH_STREAM_PATH,
     OE_TOOL_EXECUTE_PATH,
     OE_TOOL_RESULT_PATH,
     ExecutionState,
     ExecutorCallback,
+    GraphStreamChunk,
     InvokeRequest,
     MemoryExportRequest,
     ToolExecuteRequest,
@@ -584,6 +586,11 @@ def build_oe_app(
         await engine.tool_result(caller, report)
         return JSONResponse({"accepted": True})
 
+    async def graph_stream(request: Request, caller: AgentRegistration) -> Response:
+        chunk = await _parse(request, GraphStreamChunk)
+        await engine.graph_stream(caller, chunk)
+        return JSONResponse({"accepted": True})
+
     async def callback(request: Request, caller: AgentRegistration) -> Response:
         report = await _parse(request, ExecutorCallback)
         record = await engine.callback(caller, report)
@@ -624,6 +631,7 @@ def build_oe_app(
         connector_test.oe_route(engine, client_guard, may_invoke=may_invoke),
         Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
         Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
+        Route(OE_GRAPH_STREAM_PATH, runtime_guard(graph_stream), methods=["POST"]),
         Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),
         *health_routes(readiness),
         Route(METRICS_PATH, metrics_endpoint, methods=["GET"]),
