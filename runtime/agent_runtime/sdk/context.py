@@ -39,6 +39,8 @@ class RequestContext:
     construction: bool = False
     # The OE's memory statement for this run (see MemoryClient); never shown.
     memory_credential: str | None = field(default=None, repr=False)
+    # LangGraph stream modes the client asked for (issue 32): the graph runs with `astream`.
+    stream_mode: tuple[str, ...] = ()
 
 
 @dataclass
