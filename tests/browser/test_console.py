@@ -133,6 +133,7 @@ def test_a_held_call_appears_is_edited_with_validation_approved_and_runs_to_comp
 
     console.ready(f"/console/executions/{execution_id}/audit")
     audit = page.locator("#audit")
+    expect(page.locator("#chain")).to_contain_text("Audit chain intact")
     expect(audit).to_contain_text("requested")
     expect(audit).to_contain_text('"amount": 5')
     expect(audit).to_contain_text('"amount": 7')

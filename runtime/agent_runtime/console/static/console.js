@@ -827,8 +827,21 @@
       );
     }
     app.append(el("div", { class: "scroll" }, el("table", { id: "audit" }, el("thead", {}, el("tr", {}, ...cols.map((c) => el("th", { scope: "col", text: c })))), body)));
-    const chain = answer.data.chain || answer.data.verification;
-    app.append(el("p", { class: "hint", id: "chain", text: chain ? `Audit chain: ${pretty(chain)}` : "Audit chain verification: this OE's audit is not tamper-evident yet, so there is no chain to verify." }));
+    // The audit chain (each record hashed into the next, the head signed by the OE): verified by the OE.
+    const chain = el("p", { id: "chain", class: "hint", text: "Verifying the audit chain…" });
+    app.append(chain);
+    const verdict = await get(`/console/api/execution/${id}/audit/verify`);
+    if (!verdict.ok) {
+      chain.textContent = `The audit chain could not be verified: ${problemText(verdict)}`;
+      chain.className = "error";
+    } else if (verdict.data.intact) {
+      chain.textContent = `Audit chain intact: ${verdict.data.records} records${verdict.data.head_signed ? ", head signed by the OE" : ", head not signed (no signing key)"}.`;
+      chain.className = "ok";
+    } else {
+      chain.textContent = `Audit chain BROKEN at record ${verdict.data.broken_at}: ${verdict.data.reason}`;
+      chain.className = "error";
+      chain.setAttribute("role", "alert");
+    }
     setStatus(`${answer.data.records.length} records`);
   }
 
