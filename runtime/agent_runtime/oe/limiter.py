@@ -84,7 +84,10 @@ class Limiter:
     async def count_call(
         self, reg: AgentRegistration, record: ExecutionRecord, *, is_llm: bool
     ) -> dict[str, float]:
-        """Count one call into its execution; the counters after it (what conditions see as `usage`)."""
+        """Count one call into its execution; the counters after it (what conditions see as `usage`).
+        An Agent with neither limits nor conditions costs no store write per step."""
+        if self.limits_of(reg).empty and not _has_conditions(reg):
+            return {}
         now = self._clock()
         deltas = {"steps": 1.0, "model_calls": float(is_llm), "tool_calls": float(not is_llm)}
         return await self._store.add_usage(
@@ -158,6 +161,12 @@ class Limiter:
                     break
                 cursor = page.next_cursor
         return agent_count, user_count
+
+
+def _has_conditions(reg: AgentRegistration) -> bool:
+    policy = reg.policy
+    rules = (*policy.deny, *policy.require_approval, *policy.deny_when, *policy.require_approval_when)
+    return any(not isinstance(rule, str) and rule.when for rule in rules)
 
 
 def refusal_detail(refusal: Refusal) -> dict[str, Any]:
