@@ -183,7 +183,7 @@ class Forward:
                 ssl=self.api.tls if url.startswith("wss://") else None,
                 additional_headers=dict(self.api.headers),
                 subprotocols=[PROTOCOL],  # type: ignore[list-item]
-                open_timeout=15,
+                open_timeout=30,  # a loaded API server may take its time to refuse
                 max_size=None,
                 compression=None,
             )
