@@ -124,7 +124,11 @@ def _exporter(name: str, *, component: str, env: Mapping[str, str]) -> Any:
 
 
 def tracer() -> trace.Tracer:
-    return trace.get_tracer(TRACER_NAME)
+    """The process's tracer, made once (the SDK's get_tracer is not cheap enough for every request)."""
+    cached = _state.get("tracer")
+    if cached is None:
+        cached = _state["tracer"] = trace.get_tracer(TRACER_NAME)
+    return cached  # type: ignore[no-any-return]
 
 
 def inject(headers: MutableMapping[str, str]) -> None:
@@ -275,14 +279,24 @@ def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:
 # -- servers ----------------------------------------------------------------------------------------------
 
 
+# Routes whose request is already a span of its own inside (the OE's step span, the Tool Pod's model span):
+# the middleware only makes the caller's context current there, since every span costs the turn.
+CONTEXT_ONLY = {
+    "oe": frozenset({"/tool/execute", "/tool/result", "/executor/callback"}),
+    "tool": frozenset({"/invoke_llm"}),
+}
+
+
 class TracingMiddleware:
-    """ASGI: one server span per HTTP request, under the caller's `traceparent`; probes are not traced."""
+    """ASGI: one server span per HTTP request, under the caller's `traceparent` (only the caller's context,
+    no span, on the `CONTEXT_ONLY` routes); probes are not traced."""
 
     _UNTRACED = frozenset({"/healthz", "/readyz", "/metrics"})
 
     def __init__(self, app: Any, *, component: str) -> None:
         self.app = app
         self.component = component
+        self._context_only = CONTEXT_ONLY.get(component, frozenset())
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") in self._UNTRACED:
@@ -292,6 +306,13 @@ class TracingMiddleware:
         parent = propagate.extract(headers)
         method = scope.get("method", "GET")
         path = scope.get("path", "")
+        if path in self._context_only:
+            token = otel_context.attach(parent)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                otel_context.detach(token)
+            return
         status: dict[str, int] = {}
 
         async def send_status(message: MutableMapping[str, Any]) -> None:
