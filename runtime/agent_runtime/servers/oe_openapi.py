@@ -125,9 +125,21 @@ class ExecutionPage(_View):
 
 
 class AuditRecords(_View):
-    """Every audit record of one execution, in order."""
+    """Every audit record of one execution, in order, each with its chain link, and the signed head."""
 
     records: list[dict[str, Any]]
+    head: dict[str, Any] | None = None
+
+
+class AuditVerdict(_View):
+    """Whether an execution's audit chain is intact, or the first record that does not fit and why."""
+
+    execution_id: str
+    intact: bool
+    records: int
+    head_signed: bool
+    broken_at: int | None = None
+    reason: str | None = None
 
 
 class Review(_View):
@@ -246,6 +258,15 @@ OPERATIONS: tuple[Operation, ...] = (
         "The execution's audit records",
         "agents get",
         {200: AuditRecords},
+        params=(_ID,),
+    ),
+    Operation(
+        "get",
+        "/execution/{execution_id}/audit/verify",
+        "verifyAudit",
+        "Check the execution's audit hash chain and its signed head",
+        "agents get",
+        {200: AuditVerdict},
         params=(_ID,),
     ),
     Operation(
