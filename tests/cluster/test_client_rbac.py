@@ -52,7 +52,7 @@ class Team(Platform):
         env["APP_ID"] = self.agent.replace("/", ".")
         return env
 
-    def registration(self) -> dict[str, Any]:
+    def registration_document(self) -> dict[str, Any]:
         surface = httpx.get(
             f"http://127.0.0.1:{self.aer_port}/tools",
             headers={"authorization": f"Bearer {self.runtime_token}"},
@@ -252,7 +252,7 @@ def world(cluster: ControlPlane, tmp_path: Path, spawn: Callable[..., Process]) 
                 registrations.mkdir()
                 for team in (team_a, team_b):
                     name = team.agent.replace("/", ".")
-                    (registrations / f"{name}.json").write_text(json.dumps(team.registration()))
+                    (registrations / f"{name}.json").write_text(json.dumps(team.registration_document()))
                 team_a.start_oe(
                     extra={
                         "OE_CLIENT_AUTH": "kubernetes",
