@@ -23,8 +23,8 @@ from pydantic import (
     field_validator,
 )
 
+from agent_runtime.connectors.agent_yaml import AgentConnectors, read_agent_config
 from agent_runtime.connectors.errors import ConnectorError
-from agent_runtime.connectors.resolve import AgentConnectors, read_agent_config
 from agent_runtime.contract import WELL_KNOWN_LLM_KEY_NAMES, is_platform_env
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"

@@ -6,15 +6,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
+from agent_runtime.connectors.agent_yaml import AgentConnectors, ConnectorEntry, read_agent_config
 from agent_runtime.connectors.builtin.registry import materialize_builtin
 from agent_runtime.connectors.bundle import Bundle, build_bundle, contained_path, read_full_bundle
 from agent_runtime.connectors.compile import load_catalog_text
 from agent_runtime.connectors.definitions import ToolDefinitions
-from agent_runtime.connectors.documents import parse_document_text, read_local_text, refuse_url
+from agent_runtime.connectors.documents import read_local_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.framework import BuiltinConnectorDefs, ConnectorConfigError
 from agent_runtime.connectors.toolyaml import ToolYaml, materialize_connector
@@ -35,37 +36,6 @@ class RuntimeBundle:
     @property
     def tool_count(self) -> int:
         return sum(len(c.tools) for c in self.connectors) + sum(len(c.tools) for c in self.builtins)
-
-
-class ConnectorEntry(BaseModel):
-    """`{source: path/to/tool.yaml}` (OpenAPI), or a built-in connector inline:
-    `{name, type, config, credentials: {secret field: ENV}, expose: {allow: [...]}}`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    source: str | None = None
-    name: str | None = None
-    type: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
-    credentials: dict[str, str] = Field(default_factory=dict)
-    expose: dict[str, list[str]] | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> ConnectorEntry:
-        if (self.source is None) == (self.type is None):
-            raise ValueError("give either source (an OpenAPI connector's tool.yaml) or type and name")
-        if self.type is not None and not self.name:
-            raise ValueError("a built-in connector needs a name")
-        return self
-
-
-class AgentConnectors(BaseModel):
-    """The part of agent.yaml the connector core reads; other top-level keys belong to others."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    version: Literal[1]
-    connectors: list[ConnectorEntry] = []
 
 
 def resolve_runtime_bundle(
@@ -95,14 +65,6 @@ def resolve_runtime_bundle(
     return RuntimeBundle(
         connectors=bundle.connectors, digest=bundle.digest, source="agent_config", builtins=bundle.builtins
     )
-
-
-def read_agent_config(agent_config: str | Path) -> dict[str, Any]:
-    """agent.yaml's top-level mapping; anything else reads as empty, so validation then names `version`."""
-    config_file = Path(agent_config)
-    text = read_local_text(config_file, field="agent config (AGENT_CONFIG_PATH)")
-    data = parse_document_text(text, field=config_file.name)
-    return data if isinstance(data, dict) else {}
 
 
 def bundle_from_agent_config(agent_config: str | Path, *, env: Mapping[str, str] | None = None) -> Bundle:
@@ -141,7 +103,8 @@ def bundle_from_agent_config(agent_config: str | Path, *, env: Mapping[str, str]
         materialized.append(materialize_connector(tool, catalog))
     mcp = data.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
-        # Imported here: it reads agent.yaml through agent_config, which imports this module.
+        # Imported here, only when agent.yaml names MCP servers: their discovery (the MCP client, agent.yaml
+        # interpolation) is not the connector core's and most bundles never need it.
         from agent_runtime.mcp_servers import mcp_server_connectors
 
         builtins += mcp_server_connectors(config_file, env=os.environ if env is None else env)

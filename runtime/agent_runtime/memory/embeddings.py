@@ -1,4 +1,4 @@
-"""Embeddings (M-06, Decision 13): the interface, and the choice between the local model and an HTTP provider.
+"""Embeddings (M-06, Decision 13): the choice between the local model and an HTTP provider.
 
 `MEMORY_EMBEDDINGS_PROVIDER=local` (the default) runs a small model shipped inside a Python package, with
 no network at all; `http` calls a Voyage-compatible `POST {MEMORY_EMBEDDINGS_URL}/embeddings`.
@@ -6,12 +6,12 @@ no network at all; `http` calls a Voyage-compatible `POST {MEMORY_EMBEDDINGS_URL
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from collections.abc import Mapping
 
-from agent_runtime.memory.vectors import Matrix
+# The interface lives below the embedders (memory/embedder.py); re-exported here for the callers that choose.
+from agent_runtime.memory.embedder import Embedder, EmbeddingError, InputType
 
-InputType = Literal["document", "query"]
+__all__ = ["Embedder", "EmbeddingError", "InputType", "embedder_from_env"]
 
 PROVIDER_ENV = "MEMORY_EMBEDDINGS_PROVIDER"
 URL_ENV = "MEMORY_EMBEDDINGS_URL"
@@ -21,27 +21,6 @@ DIMENSION_ENV = "MEMORY_EMBEDDINGS_DIMENSION"
 DEFAULT_API_KEY_ENV = "VOYAGE_API_KEY"
 DEFAULT_HTTP_MODEL = "voyage-3.5-lite"
 PROVIDERS = ("local", "http")
-
-
-class EmbeddingError(RuntimeError):
-    """The embedder could not embed; the message says why without the key or the provider's answer body."""
-
-
-class Embedder(Protocol):
-    """Turns texts into unit-length vectors of one model's space."""
-
-    @property
-    def model_id(self) -> str:
-        """The vector space: records embedded by another model are never compared with this one's."""
-
-    @property
-    def dimension(self) -> int | None:
-        """Length of its vectors (None until an HTTP provider has answered once)."""
-
-    async def embed(self, texts: Sequence[str], *, input_type: InputType) -> Matrix:
-        """One normalized float32 row per text, in order."""
-
-    async def aclose(self) -> None: ...
 
 
 def embedder_from_env(env: Mapping[str, str]) -> Embedder:

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from agent_runtime.memory.embeddings import EmbeddingError, InputType
+from agent_runtime.memory.embedder import EmbeddingError, InputType
 from agent_runtime.memory.vectors import Matrix
 
 BATCH_SIZE = 128

@@ -17,7 +17,7 @@ from typing import Any
 import anyio.to_thread
 import numpy as np
 
-from agent_runtime.memory.embeddings import EmbeddingError, InputType
+from agent_runtime.memory.embedder import EmbeddingError, InputType
 from agent_runtime.memory.vectors import Matrix
 
 MODEL_ID = "wordllama/l2_supercat-256"

@@ -14,7 +14,7 @@ from collections.abc import Hashable
 import numpy as np
 
 from agent_runtime.memory import summary, taxonomy
-from agent_runtime.memory.embeddings import Embedder
+from agent_runtime.memory.embedder import Embedder
 from agent_runtime.memory.filters import FilterError, Predicate, compile_filter
 from agent_runtime.memory.records import MemoryRecord, NamespaceSelector, Partition, new_record_id
 from agent_runtime.memory.store.base import MemoryStore

@@ -6,12 +6,8 @@ import inspect
 import re
 import sys
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
-
-import anyio.to_thread
-from pydantic import BaseModel
 
 from agent_runtime.contract import is_platform_env
 from agent_runtime.sdk.context import (
@@ -26,6 +22,7 @@ from agent_runtime.sdk.errors import SuspendRequested
 from agent_runtime.sdk.input_schema import ToolDefinitionError, arguments_model, input_schema
 from agent_runtime.sdk.runnable import Runnable, as_runnable, is_run_function
 from agent_runtime.sdk.secure import SecureWrappedLLM, agent_suspend, call_tool
+from agent_runtime.sdk.tool_spec import DEFAULT_TOOL_TIMEOUT_S, ToolSpec
 
 if TYPE_CHECKING:
     from agent_runtime.sdk.memory import MemoryClient
@@ -35,42 +32,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LLM_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,256}$")
-DEFAULT_TOOL_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tenant tool: what agents see (name, description, schema) and how the runtime runs it."""
-
-    name: str
-    description: str
-    func: Callable[..., Any]
-    arguments: type[BaseModel]
-    input_schema: dict[str, Any]
-    is_local: bool = False
-    sensitive: bool = False
-    required_secrets: tuple[str, ...] = ()
-    timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
-    is_async: bool = field(default=False)
-
-    def schema(self) -> dict[str, Any]:
-        """The tool as an agent framework registers a remote tool."""
-        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
-
-    def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Validated keyword arguments; a pydantic ValidationError names each bad or unknown field."""
-        values = self.arguments.model_validate(dict(arguments))
-        return {name: getattr(values, name) for name in type(values).model_fields}
-
-    async def acall(self, kwargs: Mapping[str, Any]) -> Any:
-        """Run the tool on bound arguments; a synchronous tool runs in a worker thread, off the event loop."""
-        if self.is_async:
-            return await self.func(**kwargs)
-        return await anyio.to_thread.run_sync(lambda: self.func(**kwargs))
-
-    async def ainvoke(self, arguments: Mapping[str, Any]) -> Any:
-        """Validate the arguments and run the tool."""
-        return await self.acall(self.bind(arguments))
 
 
 def _validated_secrets(tool_name: str, names: Iterable[str], *, is_local: bool) -> tuple[str, ...]:

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from agent_runtime.logging_config import execution_id_var, step_var
 
 if TYPE_CHECKING:
-    from agent_runtime.sdk.app import ToolSpec
     from agent_runtime.sdk.errors import SuspendRequested
     from agent_runtime.sdk.oe_client import OEApi
+    from agent_runtime.sdk.tool_spec import ToolSpec
 
 
 @dataclass(frozen=True)
