@@ -302,3 +302,16 @@ def test_executions_filter_by_status_and_who_invoked_and_cancel_from_the_timelin
     expect(page.locator("#execution-status")).to_have_text("cancelled", timeout=15_000)
     expect(page.locator("#summary")).to_contain_text("Cancelled by")
     assert platform.wait(held, "cancelled")["cancelled_by"]["username"] == "agent-engine:static-token"
+
+
+def test_a_model_steps_usage_shows_on_the_timeline_and_the_audit(
+    console: Console, platform: Platform
+) -> None:
+    execution_id = platform.invoke({"mode": "llm", "text": "count the words in hello brave new world"})
+    platform.wait(execution_id, "completed", "failed")
+    console.ready(f"/console/executions/{execution_id}")
+    console.page.wait_for_selector("#app[data-final=true]")
+    expect(console.page.locator("#timeline li.step").filter(has_text="model").first).to_contain_text("in ")
+    expect(console.page.locator("#usage")).to_contain_text("Tokens: in ")
+    console.ready(f"/console/executions/{execution_id}/audit")
+    expect(console.page.locator("#audit td.usage").filter(has_text="out ").first).to_be_visible()

@@ -104,6 +104,16 @@
     return identity && identity.username ? identity.username : "";
   }
 
+  function usageText(usage, cost, model) {
+    // A model step's tokens and cost as the OE counted them (the audit record's usage, model, cost).
+    if (!usage || typeof usage !== "object") return "";
+    const parts = [`in ${usage.input_tokens ?? 0}`, `out ${usage.output_tokens ?? 0}`];
+    if (usage.cached_tokens) parts.push(`cached ${usage.cached_tokens}`);
+    if (cost !== undefined && cost !== null) parts.push(`cost ${cost}`);
+    if (model) parts.push(String(model));
+    return parts.join(" · ");
+  }
+
   function field(dl, label, value) {
     if (value === undefined || value === null || value === "") return;
     dl.append(el("dt", { text: label }), el("dd", {}, value instanceof Node ? value : String(value)));
@@ -660,6 +670,32 @@
       } else running.add(row);
     }
 
+    async function showUsage() {
+      // Token usage is counted per model step in the audit (usage, model, cost): shown on those steps and
+      // summed for the execution.
+      const audit = await get(`/console/api/execution/${id}/audit`);
+      if (!audit.ok) return;
+      let input = 0;
+      let output = 0;
+      let cost = 0;
+      let priced = false;
+      for (const r of audit.data.records) {
+        if (r.kind !== "llm" || !r.usage) continue;
+        input += r.usage.input_tokens || 0;
+        output += r.usage.output_tokens || 0;
+        if (typeof r.cost === "number") {
+          cost += r.cost;
+          priced = true;
+        }
+        const rows = [...timeline.querySelectorAll(`li.step[data-step="${CSS.escape(String(r.step))}"]`)];
+        const row = rows[rows.length - 1];
+        if (row && !row.querySelector(".usage")) row.append(el("span", { class: "usage muted", text: ` · ${usageText(r.usage, r.cost, r.model)}` }));
+      }
+      if (input || output) {
+        summary.append(el("p", { id: "usage", text: `Tokens: in ${input} · out ${output}${priced ? ` · cost ${Math.round(cost * 1e6) / 1e6}` : ""}` }));
+      }
+    }
+
     function refreshInterrupts() {
       // After a batch of events, not per event: a backlog's started-then-finished steps never get one.
       for (const row of running) interruptButton(row, row.data.route === "tool_pod");
@@ -746,6 +782,7 @@
       if (final) break;
       await new Promise((r) => setTimeout(r, 1000));
     }
+    await showUsage();
     app.dataset.events = String(count);
     // Milliseconds from the navigation's start until the final event was shown (the benchmark reads it).
     app.dataset.finalAt = String(Math.round(performance.now()));
@@ -802,7 +839,7 @@
       return;
     }
     const body = el("tbody");
-    const cols = ["At", "Step", "Kind", "Tool", "Decision", "Route", "Cache", "Status", "Error", "ms", "By", "Arguments"];
+    const cols = ["At", "Step", "Kind", "Tool", "Decision", "Route", "Cache", "Status", "Error", "ms", "By", "Usage", "Arguments"];
     for (const r of answer.data.records) {
       const args = r.args && typeof r.args === "object" && "requested" in r.args && "executed" in r.args
         ? el("div", {}, el("h4", { text: "requested" }), pre(r.args.requested), el("h4", { text: "executed" }), pre(r.args.executed))
@@ -822,6 +859,7 @@
           el("td", { text: r.error_category || "" }),
           el("td", { text: r.duration_ms !== null && r.duration_ms !== undefined ? Math.round(r.duration_ms) : "" }),
           el("td", { text: who(r.decided_by) }),
+          el("td", { class: "usage", text: usageText(r.usage, r.cost, r.model) }),
           el("td", {}, args)
         )
       );
