@@ -25,6 +25,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 from langgraph.types import Command, Send, interrupt
+from lg_stream_graph import streamed_react
 
 from agent_runtime.langgraph import App
 from agent_runtime.sdk import RequestContext
@@ -198,4 +199,8 @@ def build(ctx: RequestContext) -> Any:
         return multiple_interrupts()
     if pattern == "sync":
         return sync_graph()
+    if pattern == "streamed":
+        # Issue 32's stream modes: the same graph the test also runs bare (lg_stream_graph.py).
+        model = app.llm(_model(), llm_id="main")
+        return streamed_react(model, [get_weather, book_table], checkpointer=app.checkpointer())
     raise ValueError(f"no pattern {pattern!r}")
