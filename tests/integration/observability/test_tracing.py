@@ -3,14 +3,13 @@ Jaeger on loopback, and the trace read back from Jaeger's query API has the exec
 first and the approved resume, linked to the resume's request), the steps under the AER's requests, the
 Tool Pod's model span with the GenAI usage attributes and the provider's HTTP call under it; no span holds
 a planted secret. The same turns' metrics are parsed from the OE's exposition, each series asserted, and
-the exposition and the chart's PrometheusRule pass promtool.
+the chart's PrometheusRule is checked by promtool in test_alert_rules.py.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Process
-from tests.integration.jaeger import Jaeger, ObservabilityBinsUnavailable, observability_bins, running_jaeger
+from tests.integration.jaeger import Jaeger, ObservabilityBinsUnavailable, running_jaeger
 from tests.integration.loop.harness import AGENT, PLANTED
 from tests.integration.observability.harness import ObservedPlatform
 from tests.providers.echo_provider import running_echo_provider
@@ -281,16 +280,3 @@ def test_the_oe_metrics_count_each_series_a_platform_team_alerts_on(
     waiting = [labels for labels, _ in samples["agent_engine_approvals_waiting"]]
     assert where in waiting and _value(samples, "agent_engine_approvals_waiting", **where) == 0
     assert _value(samples, "agent_engine_drains_total", **where, kind="drain") == 1
-    # promtool lints the exposition as Prometheus would scrape it.
-    promtool = _promtool()
-    linted = subprocess.run(
-        [str(promtool), "check", "metrics"], input=text, capture_output=True, text=True, check=False
-    )
-    assert linted.returncode == 0, linted.stdout + linted.stderr
-
-
-def _promtool() -> Path:
-    try:
-        return observability_bins("promtool") / "promtool"
-    except ObservabilityBinsUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
