@@ -11,8 +11,8 @@ nothing runs: `aget_state` reads the checkpoint, `aupdate_state` writes one as L
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from agent_runtime.langgraph.agent import graph_checkpointer, is_compiled_graph, jsonable_state
 from agent_runtime.langgraph.model_keys import set_placeholder_keys
@@ -20,8 +20,17 @@ from agent_runtime.langgraph.query import session_messages
 from agent_runtime.langgraph.thread_id import scoped_thread_id
 from agent_runtime.sdk.context import RequestContext, entrypoint_scope, run_scope
 
-if TYPE_CHECKING:
-    from agent_runtime.langgraph.runtime import App
+
+class ThreadApp(Protocol):
+    """What the thread routes need of the LangGraph `App` (runtime.py, which calls them): a Protocol, so this
+    module does not import the App back (issue 42: no import cycle)."""
+
+    @property
+    def has_thread_resolver(self) -> bool: ...
+
+    @property
+    def entrypoint_function(self) -> Callable[..., Any] | None: ...
+
 
 logger = logging.getLogger(__name__)
 READ_EXECUTION_ID = "thread-state"
@@ -35,7 +44,7 @@ class ThreadUnavailable(Exception):
         self.status = status
 
 
-def _graph(app: App, *, session_id: str | None, workspace_id: str) -> tuple[Any, dict[str, Any]]:
+def _graph(app: ThreadApp, *, session_id: str | None, workspace_id: str) -> tuple[Any, dict[str, Any]]:
     if app.has_thread_resolver:
         raise ThreadUnavailable(
             409, "this Agent keys its threads with app.resolve_thread_id: only session-keyed threads are here"
@@ -76,7 +85,7 @@ def snapshot_view(session_id: str, state: Any) -> dict[str, Any]:
     }
 
 
-async def thread_state(app: App, *, session_id: str, workspace_id: str) -> dict[str, Any]:
+async def thread_state(app: ThreadApp, *, session_id: str, workspace_id: str) -> dict[str, Any]:
     graph, config = _graph(app, session_id=session_id, workspace_id=workspace_id)
     state = await graph.aget_state(config)
     if state.created_at is None:
@@ -85,7 +94,7 @@ async def thread_state(app: App, *, session_id: str, workspace_id: str) -> dict[
 
 
 async def update_thread_state(
-    app: App, *, session_id: str, workspace_id: str, values: Mapping[str, Any], as_node: str | None
+    app: ThreadApp, *, session_id: str, workspace_id: str, values: Mapping[str, Any], as_node: str | None
 ) -> dict[str, Any]:
     graph, config = _graph(app, session_id=session_id, workspace_id=workspace_id)
     if as_node is not None and as_node not in graph.nodes:
@@ -95,14 +104,14 @@ async def update_thread_state(
     return snapshot_view(session_id, await graph.aget_state(config))
 
 
-async def session_history(app: App, *, session_id: str, workspace_id: str) -> list[dict[str, Any]]:
+async def session_history(app: ThreadApp, *, session_id: str, workspace_id: str) -> list[dict[str, Any]]:
     graph, _ = _graph(app, session_id=session_id, workspace_id=workspace_id)
     checkpointer = graph_checkpointer(graph)
     assert checkpointer is not None
     return [dict(m) for m in await session_messages(checkpointer, session_id, workspace_id=workspace_id)]
 
 
-async def sessions(app: App, *, workspace_id: str, limit: int = 200) -> list[str]:
+async def sessions(app: ThreadApp, *, workspace_id: str, limit: int = 200) -> list[str]:
     """The sessions of this workspace with a thread, newest checkpoint first (scoped keys only)."""
     graph, _ = _graph(app, session_id=None, workspace_id=workspace_id)
     checkpointer = graph_checkpointer(graph)
