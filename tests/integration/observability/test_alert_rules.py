@@ -54,7 +54,7 @@ tests:
         exp_alerts:
           - exp_labels: {severity: info, namespace: team-a, agent: shop}
             exp_annotations:
-              summary: "Agent team-a/shop has an approval waiting for 1h 18m 0s"
+              summary: "Agent team-a/shop has an approval waiting for 1h 8m 0s"
               description: "A reviewer's decision is due: agentengine get reviews -n team-a."
       - eval_time: 35m
         alertname: AgentEngineExecutionsFailing
