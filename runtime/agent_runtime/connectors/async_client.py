@@ -17,8 +17,6 @@ from typing import Any
 
 import httpx
 
-from agent_runtime.tracing import aiohttp_trace_configs
-
 try:  # shipped with the runtime extra (and the operator's kopf); compile-only installs never need it
     import aiohttp
     import aiohttp.http_exceptions
@@ -37,6 +35,10 @@ def new_session(*, max_connections: int, ssl_context: ssl.SSLContext | None = No
     """
     if aiohttp is None:  # pragma: no cover
         raise RuntimeError("aexecute needs aiohttp; install agent-engine[runtime]")
+    # Imported here: tracing needs OpenTelemetry (the runtime extra), and compile-only installs (the operator
+    # image, the CLI) import this module through the connector core without ever sending.
+    from agent_runtime.tracing import aiohttp_trace_configs
+
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=60, ssl=ssl_context or True),
         cookie_jar=aiohttp.DummyCookieJar(),  # never carry one caller's cookies into another's call
