@@ -201,8 +201,13 @@ def test_stream_events_carry_id_and_metadata(
 def test_usage(peer: RunningLLMPeer, runner: asyncio.Runner, model: ChatCompletionsModel) -> None:
     peer.push(Turn.answer("four words right here"))
     usage = runner.run(model.ainvoke(ASK))["usage_metadata"]
-    # The peer counts one token per message plus one per word.
-    assert usage == {"input_tokens": (1 + 3) + (1 + 4), "output_tokens": 4, "total_tokens": 13}
+    # The peer counts one token per message plus one per word, and reports none of the prompt as cached.
+    assert usage == {
+        "input_tokens": (1 + 3) + (1 + 4),
+        "output_tokens": 4,
+        "total_tokens": 13,
+        "input_token_details": {"cache_read": 0},
+    }
 
 
 def test_the_brain_runs_an_agent_loop(
