@@ -14,6 +14,7 @@ from agent_runtime.langgraph.checkpointer import (
     mongo_db_name,
 )
 from agent_runtime.langgraph.durable_tools import GovernedTool
+from agent_runtime.langgraph.interrupt_rejection import InterruptRejected
 from agent_runtime.langgraph.llm_adapter import LangChainModelAdapter
 from agent_runtime.langgraph.messages import from_platform, to_platform
 from agent_runtime.langgraph.platform_checkpointer import PlatformCheckpointer
@@ -30,6 +31,7 @@ __all__ = [
     "CheckpointSettings",
     "GovernedChatModel",
     "GovernedTool",
+    "InterruptRejected",
     "LangChainModelAdapter",
     "LangGraphAgent",
     "PlatformCheckpointer",

@@ -8,6 +8,8 @@
   with `ainvoke(None, ...)`: LangGraph re-runs the interrupted task, its calls get their old numbers, and
   the OE answers them from its replay cache or runs the approved one once. No resume value is passed: the
   OE, not LangGraph, holds the reviewer's decision, and a stale value would answer a new interrupt.
+- A rejected native `interrupt()` resumes its node, where `interrupt()` raises `InterruptRejected`; a
+  node that does not catch it fails the turn, and its pending task is discarded so the next turn runs.
 - No checkpoint on resume (a memory saver in another replica or a restarted process) is an error naming
   the fix (CP-07), never a silent fresh start.
 - A graph compiled without a checkpointer cannot resume from one: its suspension ends the run as the base
@@ -25,8 +27,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic_core import to_jsonable_python
 
 from agent_runtime.langgraph.checkpointer import CHECKPOINT_SQLITE_PATH_ENV, MONGODB_URI_ENV
+from agent_runtime.langgraph.interrupt_rejection import InterruptRejected
 from agent_runtime.langgraph.messages import to_platform
-from agent_runtime.langgraph.native_holds import Hold, hold_record, hold_request, pending_hold, resume_value
+from agent_runtime.langgraph.native_holds import (
+    INTERRUPT,
+    Hold,
+    hold_record,
+    hold_request,
+    pending_hold,
+    resume_value,
+)
 from agent_runtime.langgraph.node_logger import node_log_config
 from agent_runtime.langgraph.steps import StepLedger
 from agent_runtime.langgraph.stream_modes import INTERRUPT_KEY, streamed_result
@@ -99,7 +109,13 @@ class LangGraphAgent:
             ledger=ledger, checkpointed=checkpointer is not None, loop=asyncio.get_running_loop()
         )
         with graph_run_scope(scope):
-            result = await self._run(graph_input, config)
+            try:
+                result = await self._run(graph_input, config)
+            except InterruptRejected:
+                # Uncaught by the node: the turn fails and its pending task goes, so the next turn runs.
+                if checkpointer is not None:
+                    await discard_pending_tasks(self.graph, config)
+                raise
         if run.suspension is not None and run.platform_failure is None and checkpointer is not None:
             await self._save_ledger(checkpointer, config, ledger=ledger)
             raise run.suspension
@@ -160,10 +176,11 @@ class LangGraphAgent:
         )
         # The OE is told this run was given the decision before the run's next call (or its end).
         state.unconfirmed.append((request, reply))
-        if reply.decision != "approved":
+        if reply.decision != "approved" and holding.get("kind") != INTERRUPT:
             await confirm_replies(run)
             await discard_pending_tasks(self.graph, config)
             resume_value(holding, reply)  # raises HoldRejected
+        # An interrupt, approved or rejected, resumes its node (a rejection raises InterruptRejected there).
         return resume_value(holding, reply)
 
     async def _restored_ledger(

@@ -7,7 +7,9 @@
   interrupts (in one node, or in parallel tasks) are held one at a time, in LangGraph's order.
 - `interrupt_before` / `interrupt_after` stop the graph with tasks still to run and no interrupt: held as
   kind `breakpoint` (payload: the nodes to run next); an approval continues the graph (`ainvoke(None)`).
-- A rejected hold discards the pending task (so the thread's next turn runs) and ends the turn with
+- A rejected interrupt resumes the graph too: the node's `interrupt()` raises `InterruptRejected` with the
+  reviewer's notes (interrupt_rejection.py), which the node may catch and take another branch.
+- A rejected breakpoint discards the pending task (so the thread's next turn runs) and ends the turn with
   `HoldRejected`, which names the hold and carries the reviewer's notes.
 
 The step the hold took, its arguments (for the OE's replay check) and the interrupt it answers are saved
@@ -22,6 +24,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from agent_runtime.langgraph.interrupt_rejection import rejection_value
 from agent_runtime.protocol import AGENT_SUSPEND, SuspendReply, ToolExecuteRequest
 
 INTERRUPT = "interrupt"
@@ -73,9 +76,15 @@ def hold_record(hold: Hold, *, step: int) -> dict[str, Any]:
 
 
 def resume_value(holding: Mapping[str, Any], reply: SuspendReply) -> Any:
-    """The graph input that continues past an approved hold: `Command(resume=...)` or None."""
+    """The graph input that continues past a decided hold: `Command(resume=...)` or None.
+
+    A rejected interrupt resumes with the marker its `interrupt()` raises on; a rejected breakpoint raises
+    `HoldRejected` here."""
     from langgraph.types import Command
 
+    if holding.get("kind") == INTERRUPT and holding.get("interrupt_id") and reply.decision != "approved":
+        marker = rejection_value(notes=reply.reviewer_notes, step=int(holding["step"]))
+        return Command(resume={str(holding["interrupt_id"]): marker})
     if reply.decision != "approved":
         notes = f": {reply.reviewer_notes}" if reply.reviewer_notes else ""
         raise HoldRejected(

@@ -34,6 +34,7 @@ from agent_runtime.langgraph import threads
 from agent_runtime.langgraph.agent import LangGraphAgent, is_compiled_graph
 from agent_runtime.langgraph.checkpointer import checkpoint_settings
 from agent_runtime.langgraph.durable_tools import GovernedTool, tool_spec_from_langchain
+from agent_runtime.langgraph.interrupt_rejection import install as install_interrupt
 from agent_runtime.langgraph.llm_adapter import LangChainModelAdapter
 from agent_runtime.langgraph.model_keys import set_placeholder_keys
 from agent_runtime.langgraph.platform_checkpointer import PlatformCheckpointer
@@ -82,6 +83,7 @@ class App(base.App):
             raise RuntimeError(f"app {self.name!r} has no @app.entrypoint")
         if not context.construction:
             set_placeholder_keys()  # the AER builds models it never sends with (model_keys.py)
+            install_interrupt()  # a rejected interrupt() raises InterruptRejected (interrupt_rejection.py)
         built = entry(context)
         if is_compiled_graph(built):
             return LangGraphAgent(built, thread_id=self.thread_id).ainvoke

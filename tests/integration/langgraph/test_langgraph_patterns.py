@@ -311,14 +311,45 @@ def test_several_interrupts_in_one_node_and_in_parallel_tasks_resume_in_order(se
     assert sorted(answers[1:], key=json.dumps) == [{"first": True}, {"second": False}]
 
 
-def test_a_rejected_interrupt_ends_the_turn_with_the_reviewers_notes(session: Any) -> None:
+def test_a_rejected_interrupt_uncaught_fails_the_turn_and_the_thread_goes_on(session: Any) -> None:
+    """A node that does not catch `InterruptRejected`: the turn fails naming it, with the reviewer's notes;
+    the next turn on the session runs the graph afresh (its first interrupt again), not the rejected task."""
     s = session("multi")
     execution_id = s.invoke({"answers": []})
     assert s.wait(execution_id)["status"] == "suspended"
     wrong = s.resume(execution_id, {"decision": "rejected", "value": "x"})
     assert wrong.status_code == 400 and wrong.json()["detail"][0]["field"] == "value", wrong.text
     view = s.resumed(execution_id, {"decision": "rejected", "reviewer_notes": "no names"})
-    assert view["status"] == "failed" and "no names" in view["error"]["explanation"], view
+    assert view["status"] == "failed", view
+    explanation = view["error"]["explanation"]
+    assert "InterruptRejected" in explanation and "no names" in explanation, view
+    following = s.invoke({"answers": []})
+    again = s.wait(following, "suspended", "completed", "failed")
+    assert again["status"] == "suspended", again
+    assert again["suspension"]["payload"] == "what is your name?"
+    answered = s.resumed(following, {"decision": "approved", "value": "Ada"})
+    assert answered["status"] == "suspended" and answered["suspension"]["payload"] == "how old are you, Ada?"
+
+
+def test_a_rejected_interrupt_raises_in_the_node_which_catches_it_and_takes_another_branch(
+    session: Any, platform: Platform
+) -> None:
+    """`rejected` on a native interrupt raised `InterruptRejected` at the node's `interrupt()` (it ended the
+    whole turn FAILED before): the node tells the model, the tool never runs, the turn completes."""
+    s = session("guarded")
+    s.peer.push(Turn.calls(("get_weather", {"city": "Atlantis"})), Turn.answer("Then I will not look."))
+    execution_id = s.say("weather in Atlantis")
+    view = s.wait(execution_id, "suspended", "completed", "failed")
+    assert view["status"] == "suspended" and view["suspension"]["payload"]["question"] == "Is this correct?"
+    view = s.resumed(execution_id, {"decision": "rejected", "reviewer_notes": "not a real city"})
+    assert view["status"] == "completed", view
+    assert view["result"]["messages"][-1]["content"] == "Then I will not look."
+    assert s.ledger() == []  # get_weather never ran
+    told = [m for m in s.asked()[-1].body["messages"] if m.get("role") == "tool"]
+    assert [m["content"] for m in told] == ["the reviewer declined this call: not a real city"]
+    assert not _records(platform, execution_id, "get_weather")
+    resume = next(r for r in platform.audit(execution_id) if r["kind"] == "resume")
+    assert resume["decision"] == "rejected" and resume["reason"] == "not a real city", resume
 
 
 def test_a_sync_graph_with_model_invoke_runs(session: Any, platform: Platform) -> None:

@@ -7,14 +7,16 @@ import asyncio
 import operator
 from typing import Annotated, Any, TypedDict
 
+import langgraph.types
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 from agent_runtime.langgraph.edited_calls import edited_ai_message
+from agent_runtime.langgraph.interrupt_rejection import InterruptRejected, install, rejection_value
 from agent_runtime.langgraph.model_keys import PLACEHOLDER, placeholder_keys
 from agent_runtime.langgraph.native_holds import (
     BREAKPOINT,
@@ -70,8 +72,47 @@ def test_an_approved_interrupt_resumes_with_the_value_and_a_rejection_raises_wit
     assert command.resume == {"abc": [1]}
     assert resume_value({**holding, "kind": BREAKPOINT, "interrupt_id": None}, approved) is None
     rejected = approved.model_copy(update={"decision": "rejected", "reviewer_notes": "no"})
-    with pytest.raises(HoldRejected, match="interrupt at step 4: no"):
-        resume_value(holding, rejected)
+    assert resume_value(holding, rejected).resume == {"abc": rejection_value(notes="no", step=4)}
+    with pytest.raises(HoldRejected, match="breakpoint at step 4: no"):
+        resume_value({**holding, "kind": BREAKPOINT, "interrupt_id": None}, rejected)
+
+
+def _reviewed(*, catch: bool) -> Any:
+    def ask(state: Log) -> dict[str, Any]:
+        try:
+            return {"log": [interrupt("send it?")]}
+        except InterruptRejected as rejected:
+            if not catch:
+                raise
+            return {"log": [f"declined: {rejected.notes}"]}
+
+    builder = StateGraph(Log)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_a_rejection_marker_raises_interrupt_rejected_at_the_nodes_own_interrupt() -> None:
+    """`install` rebinds this module's `from langgraph.types import interrupt` too; the value passes."""
+    install()
+    assert interrupt is not langgraph.types.interrupt.__wrapped__
+    config = {"configurable": {"thread_id": "t"}}
+
+    async def run(graph: Any, answer: Any) -> Any:
+        first = await graph.ainvoke({"log": []}, config)
+        (pending,) = first["__interrupt__"]
+        return await graph.ainvoke(Command(resume={pending.id: answer}), config)
+
+    assert asyncio.run(run(_reviewed(catch=True), "yes"))["log"] == ["yes"]
+    marker = rejection_value(notes="not today", step=3)
+    assert asyncio.run(run(_reviewed(catch=True), marker))["log"] == ["declined: not today"]
+    with pytest.raises(InterruptRejected, match="interrupt at step 3: not today") as raised:
+        asyncio.run(run(_reviewed(catch=False), marker))
+    assert raised.value.notes == "not today" and raised.value.step == 3
+    # A value that merely contains the key is the reviewer's, not a rejection.
+    other = {"__agent_engine_interrupt_rejected__": 1, "more": 2}
+    assert asyncio.run(run(_reviewed(catch=True), other))["log"] == [other]
 
 
 def test_an_edited_call_replaces_only_its_own_args_and_keeps_the_requested_ones_in_metadata() -> None:

@@ -27,7 +27,7 @@ from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 from langgraph.types import Command, Send, interrupt
 from lg_stream_graph import streamed_react
 
-from agent_runtime.langgraph import App
+from agent_runtime.langgraph import App, InterruptRejected
 from agent_runtime.sdk import RequestContext
 
 app = App(app_name="lg-patterns")
@@ -136,6 +136,42 @@ def review_tool_calls() -> Any:
     return builder.compile(checkpointer=app.checkpointer())
 
 
+def guarded_review() -> Any:
+    """The "review tool calls" graph, whose review node catches a rejection and tells the model instead."""
+    tools = [get_weather]
+    model = app.llm(_model(), llm_id="main").bind_tools(tools)
+
+    def call_llm(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def human_review_node(state: MessagesState) -> Command[Literal["call_llm", "run_tool"]]:
+        tool_call = state["messages"][-1].tool_calls[-1]
+        try:
+            interrupt({"question": "Is this correct?", "tool_call": tool_call})
+        except InterruptRejected as rejected:
+            declined = {
+                "role": "tool",
+                "content": f"the reviewer declined this call: {rejected.notes}",
+                "name": tool_call["name"],
+                "tool_call_id": tool_call["id"],
+            }
+            return Command(goto="call_llm", update={"messages": [declined]})
+        return Command(goto="run_tool")
+
+    def route_after_llm(state: MessagesState) -> Literal["__end__", "human_review_node"]:
+        last = state["messages"][-1]
+        return "human_review_node" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(call_llm)
+    builder.add_node("run_tool", ToolNode(tools))
+    builder.add_node(human_review_node)
+    builder.add_edge(START, "call_llm")
+    builder.add_conditional_edges("call_llm", route_after_llm)
+    builder.add_edge("run_tool", "call_llm")
+    return builder.compile(checkpointer=app.checkpointer())
+
+
 class Approvals(TypedDict):
     answers: Annotated[list[Any], operator.add]
 
@@ -195,6 +231,8 @@ def build(ctx: RequestContext) -> Any:
         return crashing_hook()
     if pattern == "review":
         return review_tool_calls()
+    if pattern == "guarded":
+        return guarded_review()
     if pattern == "multi":
         return multiple_interrupts()
     if pattern == "sync":
