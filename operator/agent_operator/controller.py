@@ -183,7 +183,12 @@ class Operator:
         return [
             key
             for key, body in self.agents.items()
-            if key[0] == namespace and connector in ((body.get("spec") or {}).get("connectors") or [])
+            if key[0] == namespace
+            and (
+                connector in ((body.get("spec") or {}).get("connectors") or [])
+                # spec.notify's slack targets use the Connector's token (issue 34)
+                or connector in [t.get("connector") for t in (body.get("spec") or {}).get("notify") or []]
+            )
         ]
 
     def affected_by(self, namespace: str, kind: str, name: str) -> tuple[list[AgentKey], list[AgentKey]]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent_operator.models import Agent, Connector, SecretKeyRef
+from agent_operator.notify_targets import notify_connectors, notify_secret_refs
 from agent_runtime.connectors import ToolDefinitions
 
 
@@ -116,8 +117,9 @@ def agent_references(agent: Agent, connectors: Mapping[str, Connector | None]) -
         and c.spec.tls.ca_config_map_key_ref is not None
     }
     secrets = {ref.name for refs in component_secret_refs(agent, connectors).values() for _, ref in refs}
+    secrets |= {ref.name for _, ref in notify_secret_refs(agent, connectors)}  # spec.notify (issue 34)
     return References(
-        connectors=frozenset(agent.spec.connectors),
+        connectors=frozenset(agent.spec.connectors) | frozenset(notify_connectors(agent)),
         config_maps=frozenset(config_maps),
         secrets=frozenset(secrets),
     )

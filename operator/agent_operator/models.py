@@ -168,6 +168,17 @@ class Components(Spec):
     memory: MemorySpec = Field(default_factory=MemorySpec)
 
 
+class NotifySpec(Spec):
+    """One `spec.notify` target (issue 34): a signed webhook, or a Slack channel through a slack Connector's
+    token. The operator resolves the Secrets into the registration (agent_operator/notify_targets.py)."""
+
+    type: Literal["webhook", "slack"]
+    url: str | None = None
+    signing_secret_ref: SecretKeyRef | None = None
+    connector: str | None = None
+    channel: str | None = None
+
+
 class AgentSpec(Spec):
     image: str | None = None  # None: the operator's default runtime image
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -177,6 +188,7 @@ class AgentSpec(Spec):
     llm: LlmSpec = Field(default_factory=LlmSpec)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     limits: Limits = Field(default_factory=Limits)  # issue 34: enforced by the OE, from the registration
+    notify: tuple[NotifySpec, ...] = ()  # issue 34: where reviews are announced
     components: Components = Field(default_factory=Components)
 
 

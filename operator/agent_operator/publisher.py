@@ -19,7 +19,13 @@ import logging
 from typing import Any
 
 from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
-from agent_operator.models import Agent
+from agent_operator.models import API_VERSION, Agent, Connector
+from agent_operator.notify_targets import (
+    notify_connectors,
+    notify_document,
+    notify_secret_refs,
+    notify_targets,
+)
 from agent_operator.registration import AGENT_NAMESPACE_LABEL, registration_secret_name, render_registration
 from agent_operator.render import AGENT_LABEL, token_secret_name
 from agent_operator.settings import FIELD_MANAGER, RenderSettings
@@ -81,7 +87,11 @@ class RegistrationPublisher:
         token = await self._token(agent, known_token)
         if token is None:
             return f"the runtime token Secret {token_secret_name(agent.meta.name)} has no token yet"
-        manifest = render_registration(agent, token=token, settings=self._settings)
+        try:
+            notify = await self._notify(agent)
+        except LookupError as missing:  # gone since the reconcile checked it: the next reconcile says which
+            return f"spec.notify: {missing.args[0]} is not readable yet"
+        manifest = render_registration(agent, token=token, settings=self._settings, notify=notify)
         digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
         known = self._published.get(key)
         if known is not None and known[0] == digest:
@@ -165,6 +175,27 @@ class RegistrationPublisher:
                 await self.withdraw(key)
                 pruned += 1
         return pruned
+
+    async def _notify(self, agent: Agent) -> list[dict[str, str]]:
+        """spec.notify with its Secret values read (a few GETs, only for an Agent that has targets)."""
+        if not agent.spec.notify:
+            return []
+        ns = agent.meta.namespace
+        connectors: dict[str, Connector | None] = {}
+        for name in notify_connectors(agent):
+            body = await self._api.get(object_path(API_VERSION, "Connector", ns, name))
+            connectors[name] = Connector.from_body(body) if body else None
+        values: dict[tuple[str, str], str] = {}
+        for _, ref in notify_secret_refs(agent, connectors):
+            secret = await self._api.get(object_path("v1", "Secret", ns, ref.name))
+            encoded = ((secret or {}).get("data") or {}).get(ref.key)
+            if encoded is None:
+                raise LookupError(f"Secret {ref.name} key {ref.key}")
+            values[(ref.name, ref.key)] = base64.b64decode(encoded).decode()
+        try:
+            return notify_document(notify_targets(agent, connectors, values))
+        except KeyError as missing:
+            raise LookupError(str(missing.args[0])) from None
 
     async def _token(self, agent: Agent, known: KnownToken | None) -> str | None:
         if known is not None:

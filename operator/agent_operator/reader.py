@@ -20,6 +20,7 @@ from agent_operator.compiler import CatalogCompiler
 from agent_operator.inputs import AgentInputs, CatalogKey, SecretMeta, agent_references, catalog_key
 from agent_operator.kube import KubeApi, object_path
 from agent_operator.models import API_VERSION, Agent, Connector
+from agent_operator.notify_targets import notify_connectors
 from agent_runtime.connectors import ToolDefinitions
 
 ObjectKey = tuple[str, str, str]  # kind, namespace, name
@@ -67,7 +68,9 @@ class InputReader:
 
     async def agent_inputs(self, agent: Agent) -> AgentInputs:
         ns = agent.meta.namespace
-        connectors = {name: await self.connector(ns, name) for name in agent.spec.connectors}
+        # spec.notify's slack Connectors too (their token credential), not only those whose tools it calls.
+        wanted = dict.fromkeys((*agent.spec.connectors, *notify_connectors(agent)))
+        connectors = {name: await self.connector(ns, name) for name in wanted}
         refs = agent_references(agent, connectors)
         config_maps = {name: await self.config_map(ns, name) for name in sorted(refs.config_maps)}
         secrets = {name: await self.secret_meta(ns, name) for name in sorted(refs.secrets)}

@@ -30,6 +30,7 @@ from agent_operator.inputs import (
     connector_ca_env,
 )
 from agent_operator.models import Agent, Connector
+from agent_operator.notify_targets import notify_problem
 from agent_operator.quantities import quantity
 from agent_operator.render import COMPONENTS, Desired, enabled_components, render_objects, url_endpoint
 from agent_operator.settings import RenderSettings
@@ -97,6 +98,7 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
             message=f"spec.tools.{path} {problem}; fix the expression (CEL over tool, args, agent, user, "
             "step and usage)",
         )
+    _check_notify(inputs, settings=settings)
     image = agent.spec.image or settings.default_image
     if image is None:
         raise InputProblem(
@@ -236,3 +238,20 @@ def _check_ca_secrets(inputs: AgentInputs, connectors: list[Connector]) -> None:
                 message=f"{where}.key: Secret {ref.name!r} has no key {ref.key!r} (for "
                 f"{connector_ca_env(connector.meta.name)}); add the key or fix the reference",
             )
+
+
+def _check_notify(inputs: AgentInputs, *, settings: RenderSettings) -> None:
+    """spec.notify (issue 34): each webhook URL usable and allowed, each Secret and slack Connector there."""
+    for n, target in enumerate(inputs.agent.spec.notify):
+        if target.type != "webhook" or not target.url:
+            continue
+        where = f"spec.notify[{n}].url {target.url!r}"
+        if (problem := url_problem(target.url)) is not None:
+            raise InputProblem(reason="NotifyUrlInvalid", message=f"{where} is not usable: {problem}")
+        if not settings.allow_metadata_addresses:
+            host, _ = url_endpoint(target.url)
+            if refused := forbidden_address(where, host, reason="NotifyUrlForbidden", condition="Ready"):
+                raise refused
+    keys = {name: (meta.keys if meta is not None else None) for name, meta in inputs.secrets.items()}
+    if (found := notify_problem(inputs.agent, inputs.connectors, keys)) is not None:
+        raise InputProblem(reason=found[0], message=found[1])

@@ -50,9 +50,13 @@ def registration_document(agent: Agent, *, token: str) -> AgentRegistration:
     )
 
 
-def render_registration(agent: Agent, *, token: str, settings: RenderSettings) -> dict[str, Any]:
-    """The registration Secret in the OE's namespace, labelled so the OE's watch selects it."""
+def render_registration(
+    agent: Agent, *, token: str, settings: RenderSettings, notify: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """The registration Secret in the OE's namespace, labelled so the OE's watch selects it. `notify`:
+    spec.notify resolved, secret values included (agent_operator/notify_targets.py `notify_document`)."""
     document = registration_document(agent, token=token).model_dump(mode="json", by_alias=True)
+    document["notify"] = notify or []
     # Unset limits and notify targets stay out: the document is what it was for an Agent without them.
     document["limits"] = agent.spec.limits.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     for empty in ("limits", "notify"):
