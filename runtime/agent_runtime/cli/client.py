@@ -153,12 +153,15 @@ class OEClient:
         decision: str,
         notes: str | None = None,
         args: dict[str, Any] | None = None,
+        value: Any = None,
     ) -> dict[str, Any]:
         review: dict[str, Any] = {"decision": decision}
         if notes is not None:
             review["reviewer_notes"] = notes
         if args is not None:
             review["args"] = args
+        if value is not None:
+            review["value"] = value  # a LangGraph interrupt()'s answer (hold kind `interrupt` only)
         return dict(
             self._send(
                 "POST",

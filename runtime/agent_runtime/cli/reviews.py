@@ -23,6 +23,19 @@ REVIEW_COLUMNS = (
 )
 
 
+def parse_value(raw: str | None) -> Any:
+    """`--value`: the JSON a held LangGraph `interrupt()` returns when approved."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise CliError(
+            f"--value is not JSON ({exc.msg}); quote a string as JSON too, e.g. --value '\"Ada\"'",
+            exit_code=USAGE,
+        ) from None
+
+
 def parse_args(raw: str | None) -> dict[str, Any] | None:
     """`--args`: a JSON object replacing the held call's arguments."""
     if raw is None:
@@ -90,6 +103,9 @@ def held_args(view: dict[str, Any]) -> dict[str, Any]:
     "--args", "--edit-args", "edit_args", metavar="JSON", help="run the held call with these arguments"
 )
 @click.option("--edit", is_flag=True, help="edit the held call's arguments in $EDITOR first")
+@click.option(
+    "--value", "raw_value", metavar="JSON", help="what a held LangGraph interrupt() returns (any JSON)"
+)
 @output_option
 @click.pass_context
 def approve(
@@ -98,19 +114,22 @@ def approve(
     notes: str | None,
     edit_args: str | None,
     edit: bool,
+    raw_value: str | None,
     output: str,
 ) -> None:
-    """Approve a held execution (optionally with edited arguments)."""
+    """Approve a held execution (optionally with edited arguments, or an interrupt's value)."""
     if edit and edit_args is not None:
         raise CliError("give --args or --edit, not both", exit_code=USAGE)
     args = parse_args(edit_args)
+    value = parse_value(raw_value)
     client, _ = open_client(ctx)
     with client:
         if edit:
             from agent_runtime.cli.editing import edit_held_args
 
             args = edit_held_args(held_args(client.execution(execution_id)))
-        emit(client.resume(execution_id, decision="approved", notes=notes, args=args), output=output)
+        answer = client.resume(execution_id, decision="approved", notes=notes, args=args, value=value)
+        emit(answer, output=output)
 
 
 @click.command()

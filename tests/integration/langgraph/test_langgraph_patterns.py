@@ -22,6 +22,7 @@ import pytest
 
 from agent_runtime.langgraph.stopped_tool_calls import STOPPED_TEXT
 from tests.conftest import Process
+from tests.integration.cli.driver import run as run_cli
 from tests.integration.loop.harness import AGENT, LLM_KEY, RUNTIME_TOKEN, Platform, Tenant
 from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
 from tests.providers.llm_peer import RecordedRequest, RunningLLMPeer, Turn, running_llm_peer
@@ -350,6 +351,23 @@ def test_a_rejected_interrupt_raises_in_the_node_which_catches_it_and_takes_anot
     assert not _records(platform, execution_id, "get_weather")
     resume = next(r for r in platform.audit(execution_id) if r["kind"] == "resume")
     assert resume["decision"] == "rejected" and resume["reason"] == "not a real city", resume
+
+
+def test_the_cli_answers_an_interrupt_with_a_json_value(session: Any, platform: Platform) -> None:
+    """`agentengine approve ID --value JSON` is `Command(resume=value)`; bad JSON is a usage error."""
+    s = session("multi")
+    execution_id = s.invoke({"answers": []})
+    assert s.wait(execution_id)["status"] == "suspended"
+    bad = run_cli(platform, "approve", execution_id, "--value", "{Ada")
+    assert bad.returncode == 2 and "--value is not JSON" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
+    done = run_cli(platform, "approve", execution_id, "--value", '"Ada"')
+    assert done.returncode == 0, done.stderr
+    view = s.wait(execution_id, "suspended", "completed", "failed")
+    assert view["status"] == "suspended" and view["suspension"]["payload"] == "how old are you, Ada?", view
+    assert run_cli(platform, "approve", execution_id, "--value", "36").returncode == 0
+    view = s.wait(execution_id, "suspended", "completed", "failed")
+    assert view["suspension"]["payload"] == "approve the first item?", view
 
 
 def test_a_sync_graph_with_model_invoke_runs(session: Any, platform: Platform) -> None:
