@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from agent_runtime.oe.event_retention import EventPruner, EventRetention
 from agent_runtime.oe.lifecycle import FINAL_EVENTS
 from agent_runtime.oe.store.base import EventRecord, Store
 from agent_runtime.oe.streams import DEFAULT_BUFFER, Subscribers
@@ -36,6 +37,12 @@ class EventBus:
         self._poll_s = poll_s
         self._page = page
         self.subscribers = Subscribers(limit=buffer)
+        # Old stream events go (event_retention.py); the OE's settings replace the default (`retain`).
+        self.pruner: EventPruner | None = EventPruner(store, EventRetention())  # type: ignore[arg-type]
+
+    def retain(self, retention: EventRetention) -> None:
+        """Prune old stream events from the publish path (event_retention.py)."""
+        self.pruner = EventPruner(self._store, retention)  # type: ignore[arg-type]
 
     async def publish(
         self, execution_id: str, *, type: str, step: int | None = None, data: dict[str, Any] | None = None
@@ -44,6 +51,8 @@ class EventBus:
             execution_id, type=type, step=step, data=data or {}, at=time.time()
         )
         self.subscribers.deliver(record)
+        if self.pruner is not None:
+            self.pruner.after_append()
         return record
 
     async def follow(

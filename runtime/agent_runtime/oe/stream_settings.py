@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent_runtime.oe.event_retention import EventRetention
 from agent_runtime.oe.settings import SettingsError
 from agent_runtime.oe.step_content import DEFAULT_MAX_BYTES
 from agent_runtime.oe.streams import DEFAULT_BUFFER
@@ -23,6 +24,7 @@ class StreamSettings:
     step_results: bool = True  # step_finished events carry the step's result (off: status only)
     step_result_max_bytes: int = DEFAULT_MAX_BYTES
     subscriber_buffer: int = DEFAULT_BUFFER  # events one event-stream client may fall behind
+    retention: EventRetention = field(default_factory=EventRetention)  # how long stream events stay
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StreamSettings:
@@ -33,6 +35,7 @@ class StreamSettings:
             step_results=raw not in ("off", "false"),
             step_result_max_bytes=_positive(env, STEP_RESULT_MAX_BYTES_ENV, DEFAULT_MAX_BYTES),
             subscriber_buffer=_positive(env, EVENT_BUFFER_ENV, DEFAULT_BUFFER),
+            retention=EventRetention.from_env(env),
         )
 
 

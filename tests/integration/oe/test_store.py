@@ -586,6 +586,35 @@ def test_events_are_listed_a_page_at_a_time(backend: Backend) -> None:
     backend.run(scenario)
 
 
+def test_old_stream_events_are_pruned_but_never_lifecycle_ones_or_an_executions_latest(
+    backend: Backend,
+) -> None:
+    """Retention (issue 32): only stream events stored before the cutoff go, in bounded batches; the
+    latest event of an execution stays, so its next seq is still one more than the last."""
+
+    async def scenario(store: Store) -> None:
+        for i in range(5):
+            await store.append_event("e-1", type="llm_delta", step=1, data={"i": i}, at=T0 + i)
+        await store.append_event("e-1", type="step_finished", step=1, data={}, at=T0 + 5)
+        await store.append_event("e-1", type="messages", step=None, data={}, at=T0 + 6)
+        await store.append_event("e-1", type="completed", step=None, data={}, at=T0 + 7)
+        # e-2 ends on an old delta: that one is its latest, so it stays.
+        await store.append_event("e-2", type="llm_delta", step=1, data={}, at=T0)
+        await store.append_event("e-2", type="llm_delta", step=1, data={}, at=T0 + 1)
+        types = frozenset({"llm_delta", "messages"})
+        assert await store.prune_events(types=types, before=T0 + 3, limit=2) == 2
+        assert await store.prune_events(types=types, before=T0 + 3, limit=100) == 2  # e-1's 3rd, e-2's 1st
+        assert [e.seq for e in await store.list_events("e-1")] == [4, 5, 6, 7, 8]
+        assert await store.prune_events(types=types, before=T0 + 100, limit=100) == 3
+        kept = [(e.seq, e.type) for e in await store.list_events("e-1")]
+        assert kept == [(6, "step_finished"), (8, "completed")]
+        assert [e.seq for e in await store.list_events("e-2")] == [2]
+        assert (await store.append_event("e-2", type="completed", step=None, data={}, at=T0 + 2)).seq == 3
+        assert (await store.append_event("e-1", type="note", step=None, data={}, at=T0 + 9)).seq == 9
+
+    backend.run(scenario)
+
+
 def test_events_from_two_replicas_share_one_sequence(backend: Backend) -> None:
     async def scenario(store: Store) -> None:
         other = backend.make()

@@ -271,6 +271,10 @@ class Store(Protocol):
         """Events with `seq > after_seq` in `seq` order; at most `limit` of them (None: all). A listener
         catching up reads pages of `limit`, so a long stream (a model's deltas) is never held whole."""
 
+    async def prune_events(self, *, types: Collection[str], before: float, limit: int) -> int:
+        """Delete at most `limit` events of `types` stored before `before` (epoch s), never an execution's
+        latest event (its next seq is counted from it); returns how many went (oe/event_retention.py)."""
+
     # drains and interrupts the OE delivers (OE-17, OE-18), and the runtimes that served each execution
     async def create_delivery(self, record: DeliveryRecord) -> DeliveryRecord | None:
         """Insert if no record has its `key`; None when this call inserted it, else the existing one."""

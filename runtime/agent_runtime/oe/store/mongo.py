@@ -160,6 +160,7 @@ class MongoStore(MongoLedger, MongoDeliveries):
         await self._col("events").create_index(
             [("execution_id", ASCENDING), ("seq", ASCENDING)], name="execution_seq", unique=True
         )
+        await self._col("events").create_index([("at", ASCENDING)], name="retention_by_at")
         await self._create_delivery_indexes()
         await self._create_ledger_indexes()
 
@@ -347,7 +348,14 @@ class MongoStore(MongoLedger, MongoDeliveries):
                     {"execution_id": execution_id}, projection={"seq": True}, sort=[("seq", DESCENDING)]
                 )
                 record.seq = (0 if last is None else int(last["seq"])) + 1
-                doc = {"execution_id": execution_id, "seq": record.seq, "record": record.model_dump_json()}
+                doc = {
+                    "execution_id": execution_id,
+                    "seq": record.seq,
+                    "record": record.model_dump_json(),
+                    # What retention selects on (prune_events); older documents lack them and stay.
+                    "type": type,
+                    "at": at,
+                }
                 try:
                     await events.insert_one(doc)
                     return record
@@ -366,3 +374,22 @@ class MongoStore(MongoLedger, MongoDeliveries):
         if limit is not None:
             found = found.limit(limit)
         return [EventRecord.model_validate_json(doc["record"]) async for doc in found]
+
+    async def prune_events(self, *, types: Collection[str], before: float, limit: int) -> int:
+        events = self._col("events")
+        found = events.find(
+            {"type": {"$in": sorted(types)}, "at": {"$lt": before}},
+            projection={"execution_id": True, "seq": True},
+        ).limit(limit)
+        candidates = [doc async for doc in found]
+        latest: dict[str, int] = {}
+        for execution_id in {doc["execution_id"] for doc in candidates}:
+            last = await events.find_one(
+                {"execution_id": execution_id}, projection={"seq": True}, sort=[("seq", DESCENDING)]
+            )
+            latest[execution_id] = int(last["seq"]) if last is not None else 0
+        # Never an execution's latest event: the next seq is counted from it.
+        doomed = [doc["_id"] for doc in candidates if int(doc["seq"]) < latest[doc["execution_id"]]]
+        if not doomed:
+            return 0
+        return int((await events.delete_many({"_id": {"$in": doomed}})).deleted_count)

@@ -115,6 +115,13 @@ _APPEND_EVENT = (
 )
 # LIMIT NULL is no limit.
 _LIST_EVENTS = "SELECT seq, record FROM events WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+# Retention (issue 32): old stream events, a bounded batch, never an execution's latest.
+_PRUNE_EVENTS = (
+    "DELETE FROM events WHERE ctid IN (SELECT e.ctid FROM events AS e "
+    "WHERE (e.record::jsonb ->> 'type') = ANY($1::text[]) AND (e.record::jsonb ->> 'at')::float8 < $2 "
+    "AND e.seq < (SELECT max(seq) FROM events AS latest WHERE latest.execution_id = e.execution_id) "
+    "LIMIT $3)"
+)
 
 
 def _dumps(value: Any) -> str:
@@ -423,3 +430,7 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases):
             event.seq = int(seq)
             events.append(event)
         return events
+
+    async def prune_events(self, *, types: Collection[str], before: float, limit: int) -> int:
+        status = await self._execute(_PRUNE_EVENTS, sorted(types), before, limit)
+        return int(status.rsplit(" ", 1)[-1])  # "DELETE n"

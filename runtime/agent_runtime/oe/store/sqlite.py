@@ -117,6 +117,14 @@ _APPEND_EVENT = (
     "RETURNING seq"
 )
 _LIST_EVENTS = "SELECT record FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+# Retention (issue 32): old stream events, a bounded batch, never an execution's latest (seq is max + 1).
+_PRUNE_EVENTS = (
+    "DELETE FROM events WHERE rowid IN (SELECT rowid FROM events AS e "
+    "WHERE json_extract(e.record, '$.type') IN (SELECT value FROM json_each(?1)) "
+    "AND json_extract(e.record, '$.at') < ?2 "
+    "AND e.seq < (SELECT max(seq) FROM events AS latest WHERE latest.execution_id = e.execution_id) "
+    "LIMIT ?3)"
+)
 
 
 def _placeholders(n: int) -> str:
@@ -417,6 +425,9 @@ class SqliteStore(SqliteLedger, SqliteDeliveries):
             self._fetchall, _LIST_EVENTS, (execution_id, after_seq, -1 if limit is None else limit)
         )
         return [EventRecord.model_validate_json(row[0]) for row in rows]
+
+    async def prune_events(self, *, types: Collection[str], before: float, limit: int) -> int:
+        return await self._run(self._execute, _PRUNE_EVENTS, (json.dumps(sorted(types)), before, limit))
 
 
 _MAX_BATCH = 256
