@@ -25,6 +25,7 @@ class Receiver:
     refused: list[str] = field(default_factory=list)  # why requests were refused
     slack: list[dict[str, Any]] = field(default_factory=list)
     fail_first: bool = True
+    delay_s: float = 0.0  # a slow receiver: each webhook answered after this long (the run must not wait)
     port: int = 0
 
     @property
@@ -77,6 +78,8 @@ def running_receiver(*, secret: str, slack_token: str) -> Iterator[Receiver]:
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
             if self.path == "/hook":
+                if receiver.delay_s:
+                    time.sleep(receiver.delay_s)
                 with lock:
                     if receiver.fail_first:
                         receiver.fail_first = False

@@ -1,5 +1,6 @@
 """The OE's side of the tamper-evident audit (issue 34): sign each execution's chain head after an append,
-copy each record to the export stream, verify an execution's chain on request.
+copy each record to the export stream (oe/audit_export.py: JSONL, OTLP logs), verify an execution's chain
+on request.
 
 The chain and its checks are agent_runtime/audit_chain.py (shared with the CLI's offline verify); the store
 links the records (`Store.append_audit`); the signing key is the OE's own (its Secret), which the store
@@ -8,38 +9,25 @@ never holds.
 
 from __future__ import annotations
 
-import json
-import os
-import threading
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from agent_runtime.audit_chain import Verdict, load_public_keys, signed_head, verify
+from agent_runtime.oe.audit_export import EXPORT_FILE_ENV, AuditExport, JsonlExport, export_from_env
 from agent_runtime.oe.store.base import AuditRecord, Store
 
-EXPORT_FILE_ENV = "OE_AUDIT_EXPORT_FILE"
+# Re-exported: the engine and the OE server import the export stream from here.
+__all__ = [
+    "EXPORT_FILE_ENV",
+    "AuditExport",
+    "AuditLedger",
+    "JsonlExport",
+    "LedgeredStore",
+    "Signer",
+    "export_from_env",
+]
+
 Signer = Callable[[bytes], tuple[str, bytes]]
-
-
-class JsonlExport:
-    """Each audit record as one JSON line appended to a file (a platform team's copy outside the store;
-    `agentengine audit verify --file` checks it offline). Heads go in as `{"head": {...}}` lines."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-
-    def write(self, line: dict[str, Any]) -> None:
-        text = json.dumps(line, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
-        with self._lock, self.path.open("a", encoding="utf-8") as out:
-            out.write(text)
-
-
-def export_from_env(env: Mapping[str, str] | None = None) -> JsonlExport | None:
-    path = (env if env is not None else os.environ).get(EXPORT_FILE_ENV, "").strip()
-    return JsonlExport(path) if path else None
 
 
 class LedgeredStore:
@@ -65,7 +53,7 @@ class AuditLedger:
         *,
         signer: Callable[[], Signer | None] = lambda: None,
         public_keys: Callable[[], tuple[str, ...]] = tuple,
-        export: JsonlExport | None = None,
+        export: AuditExport | None = None,
     ) -> None:
         self._store = store
         self._signer = signer

@@ -784,6 +784,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
     if client_token is not None:
         scope = ", ".join(sorted(auth_settings.static_namespaces or ())) or "every namespace"
         logger.warning("the static client token (a development setting) is accepted; it may act in %s", scope)
+    audit_export = export_from_env(env)  # JSONL and/or OTLP logs (oe/audit_export.py); closed at shutdown
     engine = Orchestrator(
         store=store,
         registry=source.registry,
@@ -798,7 +799,7 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         default_limits=default_limits_from_env(env),
         audit_signer=lambda: source.registry.signer.sign_bytes if source.registry.signer else None,
         audit_public_keys=lambda: source.registry.signer.public_key_pems() if source.registry.signer else (),
-        audit_export=export_from_env(env),
+        audit_export=audit_export,
     )
 
     async def watchdog() -> None:
@@ -813,7 +814,11 @@ def build_oe_from_env(env: Mapping[str, str]) -> Starlette:
         known_namespaces=lambda: {agent.split("/", 1)[0] for agent in source.registry.agents},
         background=[source.run, watchdog, engine.drains.run],
         on_startup=[source.refresh],
-        on_shutdown=[client_auth.aclose, *_log_closer(engine)],
+        on_shutdown=[
+            client_auth.aclose,
+            *_log_closer(engine),
+            *([lambda: asyncio.to_thread(audit_export.close)] if audit_export is not None else []),
+        ],
         console=console_enabled(env),
         console_oidc=console_oidc(env),
     )

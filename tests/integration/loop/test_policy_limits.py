@@ -15,8 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_operator.models import Agent, Connector
+from agent_operator.notify_targets import notify_document, notify_targets
+from agent_runtime.oe.audit_export import EXPORT_FILE_ENV, OTLP_ENDPOINT_ENV, OTLP_HEADERS_ENV
 from tests.conftest import REPO_ROOT, free_port
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, PLANTED, RUNTIME_TOKEN, Platform
+from tests.peers.otlp_logs_receiver import LogsReceiver, running_logs_receiver
 from tests.providers.echo_provider import running_echo_provider
 from tests.providers.llm_peer import running_llm_peer
 from tests.providers.notify_receiver import Receiver, running_receiver
@@ -25,15 +29,18 @@ pytestmark = pytest.mark.integration
 
 SIGNING_SECRET = "whsec-notify-5e1f0a"
 SLACK_TOKEN = "xoxb-notify-77c1d2"
+OTLP_API_KEY = "otlp-key-3b9e57"
 SYSTEM = "system:agent-engine:approval-timeout"
 POLICY = {
     "sensitive": "allow",
     "requireApproval": [
+        # A transfer a reviewer decides (a deadline long enough for the test to decide first).
+        {"tool": "transfer", "when": "args.to == 'reviewed'", "approval": {"timeout": "10m"}},
         {
             "tool": "transfer",
             "when": "args.amount > 10000",
             "approval": {"timeout": "2s", "onTimeout": "reject"},
-        }
+        },
     ],
     "deny": [
         # Errors at run time for text "boom" (no such argument): fails closed.
@@ -60,8 +67,57 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="module")
+def logs_receiver() -> Iterator[LogsReceiver]:
+    # Its first two requests are refused (503): the export retries them, in order.
+    with running_logs_receiver(api_key=OTLP_API_KEY, fail_first=2) as running:
+        yield running
+
+
+def agent_notify(receiver: Receiver) -> list[dict[str, Any]]:
+    """The registration's notify targets as the operator renders them from an Agent's spec.notify (its
+    webhook's signingSecretRef and its slack Connector's token credential read from their Secrets)."""
+    agent = Agent.from_body(
+        {
+            "metadata": {"name": "loop", "namespace": "team-a"},
+            "spec": {
+                "entrypoint": "loop.app:app",
+                "notify": [
+                    {
+                        "type": "webhook",
+                        "url": f"{receiver.url}/hook",
+                        "signingSecretRef": {"name": "review-hook", "key": "hmac"},
+                    },
+                    {"type": "slack", "connector": "team-slack", "channel": "#reviews"},
+                ],
+            },
+        }
+    )
+    slack = Connector.from_body(
+        {
+            "metadata": {"name": "team-slack", "namespace": "team-a"},
+            "spec": {
+                "source": {"type": "slack"},
+                "config": {"base_url": f"{receiver.url}/api"},
+                "credentials": [
+                    {
+                        "field": "token",
+                        "env": "SLACK_TOKEN",
+                        "secretKeyRef": {"name": "slack-bot", "key": "t"},
+                    }
+                ],
+            },
+        }
+    )
+    values = {("review-hook", "hmac"): SIGNING_SECRET, ("slack-bot", "t"): SLACK_TOKEN}
+    return notify_document(notify_targets(agent, {"team-slack": slack}, values))
+
+
+@pytest.fixture(scope="module")
 def platform(
-    module_spawn: Any, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
+    module_spawn: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    receiver: Receiver,
+    logs_receiver: LogsReceiver,
 ) -> Iterator[Platform]:
     with running_llm_peer() as peer, running_echo_provider() as provider:
         loop = Platform(
@@ -70,20 +126,19 @@ def platform(
             llm_base_url=peer.base_url,
             provider_url=provider.url,
             policy=POLICY,
-            registration={
-                "limits": LIMITS,
-                "notify": [
-                    {"type": "webhook", "url": f"{receiver.url}/hook", "signingSecret": SIGNING_SECRET},
-                    {
-                        "type": "slack",
-                        "channel": "#reviews",
-                        "token": SLACK_TOKEN,
-                        "baseUrl": f"{receiver.url}/api",
-                    },
-                ],
-            },
+            registration={"limits": LIMITS, "notify": agent_notify(receiver)},
         )
-        loop.start()
+        loop.start_tool_pod()
+        loop.start_aer()
+        loop.write_registrations()
+        loop.start_oe(
+            extra={
+                # The audit export stream: a JSONL file and an OTLP logs endpoint (with an API key).
+                EXPORT_FILE_ENV: str(loop.tmp / "export" / "audit.jsonl"),
+                OTLP_ENDPOINT_ENV: logs_receiver.endpoint,
+                OTLP_HEADERS_ENV: f"x-api-key={OTLP_API_KEY}",
+            }
+        )
         yield loop
 
 
@@ -147,6 +202,112 @@ def test_a_refund_of_50_runs_one_of_20000_is_held_then_expires_rejected_and_revi
     assert slack["channel"] == "#reviews"
     sent = json.dumps([receiver.webhooks, receiver.slack])
     assert all(secret not in sent for secret in (*PLANTED, SIGNING_SECRET, SLACK_TOKEN))
+
+
+GATEWAY = "/api/v1/projects/team-a/executions/{execution_id}/resume"
+
+
+def test_a_decided_review_is_announced_signed_and_a_slow_receiver_never_holds_the_run(
+    platform: Platform, receiver: Receiver
+) -> None:
+    receiver.delay_s = 4.0  # each webhook answered 4 s late
+    try:
+        execution_id = platform.invoke(calls(("transfer", {"amount": 70, "to": "reviewed"})))
+        held = platform.wait(execution_id, "suspended")
+        assert "args.to == 'reviewed'" in held["suspension"]["reason"]
+        with platform.client() as client:
+            decided = client.post(
+                GATEWAY.format(execution_id=execution_id),
+                json={"decision": "approved", "reviewer_notes": "fine"},
+            )
+        assert decided.status_code == 202, decided.text
+        view = platform.wait(execution_id, "completed", "failed", timeout=30)
+        # Done while the receiver still sits on the decision's notification: the run never waited for it.
+        assert view["status"] == "completed", view
+        assert not [
+            b
+            for b in receiver.webhooks
+            if b["execution_id"] == execution_id and b["event"] == "review.decided"
+        ]
+    finally:
+        receiver.delay_s = 0.0
+    assert ledger(platform)[-1] == "70 reviewed"
+    announced = receiver.wait_for(
+        "webhooks", lambda b: b["event"] == "review.decided" and b["execution_id"] == execution_id, timeout=30
+    )
+    # What the inbox shows (the review view), with the decision and who made it; the signature was verified.
+    assert announced["asks"]["tool"] == "transfer" and announced["asks"]["args"] == {
+        "amount": 70,
+        "to": "reviewed",
+    }
+    assert announced["decision"] == "approved" and announced["decided_by"]
+    assert announced["resume"] == GATEWAY.format(execution_id=execution_id)
+    created = receiver.wait_for(
+        "webhooks", lambda b: b["event"] == "review.created" and b["execution_id"] == execution_id
+    )
+    assert created["asks"] == announced["asks"]
+    receiver.wait_for("slack", lambda b: execution_id in b["text"] and "was decided (approved)" in b["text"])
+    assert receiver.refused == []
+    sent = json.dumps([receiver.webhooks, receiver.slack])
+    assert all(secret not in sent for secret in (*PLANTED, SIGNING_SECRET, SLACK_TOKEN))
+
+
+def _export_lines(lines: list[dict[str, Any]], execution_id: str) -> list[dict[str, Any]]:
+    return [
+        line
+        for line in lines
+        if line.get("execution_id") == execution_id
+        or (line.get("head") or {}).get("execution_id") == execution_id
+    ]
+
+
+def test_the_audit_export_stream_reaches_a_file_and_an_otlp_logs_endpoint_with_the_chain_hashes(
+    platform: Platform, logs_receiver: LogsReceiver
+) -> None:
+    execution_id = platform.invoke(calls(*[("shout", {"text": f"e{n}"}) for n in range(3)]))
+    assert platform.wait(execution_id)["status"] == "completed"
+    with platform.client() as client:
+        stored = client.get(f"/execution/{execution_id}/audit").json()
+    records = stored["records"]
+    assert len(records) >= 3 and all(r["hash"] for r in records)
+    # The collector decoded protobuf log records: one per audit record and one per signed head, each naming
+    # its execution, sequence number and chain hash as attributes (its first two requests were refused).
+    logs_receiver.wait_for(
+        "the last record's log",
+        lambda r: (
+            r["attributes"].get("audit.hash") == records[-1]["hash"]
+            and r["attributes"]["audit.kind"] == "head"
+        ),
+    )
+    exported = logs_receiver.audit(execution_id)
+    assert [line for line in exported if "head" not in line] == records
+    logged = [r for r in logs_receiver.records if r["attributes"].get("audit.execution_id") == execution_id]
+    for log, record in zip(
+        [r for r in logged if r["attributes"]["audit.kind"] == "record"], records, strict=True
+    ):
+        assert log["attributes"]["audit.seq"] == record["seq"]
+        assert (log["attributes"]["audit.hash"], log["attributes"].get("audit.prev_hash", "")) == (
+            record["hash"],
+            record["prev_hash"],
+        )
+        assert log["resource"]["service.name"] == "agent-engine-oe" and log["scope"] == "agent_engine.audit"
+    assert logs_receiver.requests > len(logs_receiver.raw) and logs_receiver.refused == []
+    # The JSONL file holds the same lines.
+    jsonl = [json.loads(line) for line in (platform.tmp / "export" / "audit.jsonl").read_text().splitlines()]
+    assert _export_lines(jsonl, execution_id) == exported
+    # The collector's copy verifies offline against the OE's public key; an edit in it is found.
+    public_key = platform.key_files()[1]
+    copy = platform.tmp / "collector-copy.jsonl"
+    copy.write_text("".join(json.dumps(line) + "\n" for line in exported))
+    intact = _cli(platform, "audit", "verify", "--file", str(copy), "--public-key", str(public_key))
+    assert intact.returncode == 0 and "intact" in intact.stdout, intact.stdout + intact.stderr
+    second = [n for n, line in enumerate(exported) if "head" not in line][1]
+    exported[second]["args"] = {"text": "changed"}
+    copy.write_text("".join(json.dumps(line) + "\n" for line in exported))
+    broken = _cli(platform, "audit", "verify", "--file", str(copy), "--public-key", str(public_key))
+    assert broken.returncode == 1, broken.stdout
+    # The endpoint's API key is in no log of the OE.
+    assert OTLP_API_KEY not in platform.outputs()
 
 
 def test_a_condition_that_errors_or_costs_too_much_denies_and_the_audit_says_why(platform: Platform) -> None:
