@@ -175,7 +175,5 @@ READS: tuple[Read, ...] = (
     ),
     Read("quoted keyword-named column", 'SELECT "comment" FROM reviews', dialect="postgres"),
     Read("backticked keyword-named column", "SELECT `comment` FROM reviews", dialect="mysql"),
-    # Refused by design: C-06's keyword list names COMMENT; an unquoted column of that name is a false
-    # positive (the quoted form above works).
     Read("unquoted column named comment", "SELECT comment FROM reviews"),
 )

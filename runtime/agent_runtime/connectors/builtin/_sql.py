@@ -26,6 +26,35 @@ from agent_runtime.connectors.framework import (
 DEFAULT_LIMIT = 100
 HARD_LIMIT = 1000
 MAX_CELL_CHARS = 10_000
+# What the server sends of one cell: one character more than is shown (so the cut is seen), or for MySQL,
+# which counts bytes on the wire, enough bytes for that many characters of 4-byte UTF-8.
+CELL_CUT_CHARS = MAX_CELL_CHARS + 1
+CELL_CUT_BYTES = 4 * MAX_CELL_CHARS + 4
+FETCH_CHUNK_ROWS = 50
+# The most a result may hold in memory before it is cut (`truncated`), whatever `limit` asks.
+RESULT_BUDGET_BYTES = 4 * 1024 * 1024
+
+
+class ResultBudget:
+    """Counts a result's bytes as rows arrive; the first row is always taken."""
+
+    def __init__(self, limit: int = RESULT_BUDGET_BYTES) -> None:
+        self.left = limit
+        self.rows = 0
+
+    def take(self, row: Sequence[Any]) -> bool:
+        size = sum(_cell_bytes(value) for value in row)
+        if self.rows and size > self.left:
+            return False
+        self.left -= size
+        self.rows += 1
+        return True
+
+
+def _cell_bytes(value: Any) -> int:
+    if isinstance(value, str | bytes | bytearray):
+        return len(value) + 8
+    return 16
 
 
 def sql_config_schema(*, default_port: int) -> dict[str, Any]:
@@ -141,8 +170,8 @@ class BaseSqlConnector(BuiltinConnector):
                     QUERY_REFUSED, f"refused before it reached the database: {exc}"
                 ) from None
             limit = min(int(arguments.get("limit") or self.config["default_limit"]), HARD_LIMIT)
-            columns, rows = await self._read(sql, params, limit=limit + 1, env=env)
-            truncated = len(rows) > limit
+            columns, rows, budget_hit = await self._read(sql, params, limit=limit + 1, env=env)
+            truncated = len(rows) > limit or budget_hit
             rows = rows[:limit]
             return {
                 "columns": columns,
@@ -158,7 +187,8 @@ class BaseSqlConnector(BuiltinConnector):
 
     async def _read(
         self, sql: str, params: Sequence[Any], *, limit: int, env: Mapping[str, str]
-    ) -> tuple[list[str], list[Sequence[Any]]]:
+    ) -> tuple[list[str], list[Sequence[Any]], bool]:
+        """Columns, at most `limit` rows, and whether the byte budget cut the result."""
         raise NotImplementedError
 
     async def _write(self, sql: str, params: Sequence[Any], *, env: Mapping[str, str]) -> dict[str, Any]:

@@ -1,19 +1,18 @@
-"""The SQL guard shared by the postgres and mysql connectors (C-06, Decision 16). Pure text checks.
+"""The SQL guard shared by the postgres and mysql connectors (C-06, Decision 16).
 
-`check_read` is the first line of `*.query`: comments stripped first (MySQL's executable `/*! */` comments
-refused, since MySQL runs them), one statement (a `;` inside a string or quoted identifier does not count),
-SELECT or WITH first, and no data-modifying keyword or side-effecting function outside literals. The second
-line is the READ ONLY transaction every read runs in, so a write the text check does not see still fails.
+`check_read` is the first line of `*.query`: it hands the statement to the engine's grammar
+(`_pg_readonly`: PostgreSQL's own parser; `_mysql_readonly`: a MySQL-dialect parser fed the text this
+module's lexer has stripped of comments). The second lines are the READ ONLY transaction every read runs
+in and the session reset after it, so a write or side effect the parse does not see still fails or ends.
 
-`check_single` is `*.execute`'s: the same stripping, one statement, no transaction control (the connector
+`check_single` is `*.execute`'s: comments stripped, one statement, no transaction control (the connector
 runs the statement in a transaction of its own).
 
 The lexer follows each dialect exactly where it matters to the split: PostgreSQL nests block comments and
 has dollar quoting, E'' strings and "" identifiers; MySQL has backslash escapes in '' and "" strings,
 backticked identifiers, `#` comments, and treats `--` as a comment only when whitespace follows. The
 connectors pin the session settings this assumes (standard_conforming_strings on; sql_mode without
-ANSI_QUOTES and NO_BACKSLASH_ESCAPES).
-"""
+ANSI_QUOTES and NO_BACKSLASH_ESCAPES)."""
 
 from __future__ import annotations
 
@@ -23,136 +22,9 @@ from typing import Literal
 
 Dialect = Literal["postgres", "mysql"]
 
-# C-06's list (Decision 16), with transaction control and the statements MySQL runs outside a table.
-FORBIDDEN_KEYWORDS = frozenset(
-    [
-        "INSERT",
-        "UPDATE",
-        "DELETE",
-        "MERGE",
-        "UPSERT",
-        "REPLACE",
-        "CREATE",
-        "ALTER",
-        "DROP",
-        "TRUNCATE",
-        "GRANT",
-        "REVOKE",
-        "COPY",
-        "CALL",
-        "EXEC",
-        "EXECUTE",
-        "DO",
-        "LOCK",
-        "VACUUM",
-        "REINDEX",
-        "CLUSTER",
-        "REFRESH",
-        "SET",
-        "RESET",
-        "COMMENT",
-        "SECURITY",
-        "LOAD",
-        "HANDLER",
-        "RENAME",
-        "INTO",
-        "COMMIT",
-        "ROLLBACK",
-        "SAVEPOINT",
-        "RELEASE",
-        "PREPARE",
-        "DEALLOCATE",
-        "BEGIN",
-        "ABORT",
-        "NOTIFY",
-        "LISTEN",
-        "UNLISTEN",
-        "DISCARD",
-        "CHECKPOINT",
-        "ANALYZE",
-        "ANALYSE",
-        "IMPORT",
-        "OUTFILE",
-        "DUMPFILE",
-        "PROCEDURE",
-        "SHUTDOWN",
-        "KILL",
-        "FLUSH",
-        "PURGE",
-        "INSTALL",
-        "UNINSTALL",
-    ]
-)
-# Functions that read the server's files, reach other servers, run SQL given as text, or change state.
-FORBIDDEN_FUNCTIONS = frozenset(
-    [
-        "pg_read_file",
-        "pg_read_binary_file",
-        "pg_ls_dir",
-        "pg_stat_file",
-        "pg_ls_logdir",
-        "pg_ls_waldir",
-        "pg_ls_tmpdir",
-        "lo_import",
-        "lo_export",
-        "lo_unlink",
-        "lo_create",
-        "lo_creat",
-        "lo_from_bytea",
-        "lo_put",
-        "lo_open",
-        "lo_write",
-        "lo_truncate",
-        "dblink",
-        "dblink_exec",
-        "dblink_connect",
-        "dblink_connect_u",
-        "dblink_open",
-        "dblink_send_query",
-        "postgres_fdw",
-        "query_to_xml",
-        "query_to_xml_and_xmlschema",
-        "query_to_xmlschema",
-        "cursor_to_xml",
-        "cursor_to_xmlschema",
-        "table_to_xml",
-        "table_to_xml_and_xmlschema",
-        "database_to_xml",
-        "schema_to_xml",
-        "set_config",
-        "nextval",
-        "setval",
-        "pg_terminate_backend",
-        "pg_cancel_backend",
-        "pg_reload_conf",
-        "pg_rotate_logfile",
-        "pg_switch_wal",
-        "pg_create_restore_point",
-        "pg_promote",
-        "pg_logical_emit_message",
-        "pg_notify",
-        "pg_advisory_lock",
-        "pg_advisory_xact_lock",
-        "pg_advisory_lock_shared",
-        "pg_try_advisory_lock",
-        "pg_try_advisory_xact_lock",
-        "txid_current",
-        "pg_current_xact_id",
-        "load_file",
-        "sys_exec",
-        "sys_eval",
-        "get_lock",
-        "release_lock",
-        "release_all_locks",
-        "benchmark",
-        "master_pos_wait",
-        "source_pos_wait",
-    ]
-)
 TRANSACTION_CONTROL = frozenset(
     ["BEGIN", "START", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "END", "ABORT", "PREPARE", "DEALLOCATE"]
 )
-READ_STARTS = frozenset(("SELECT", "WITH"))
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 # Runs of characters that cannot start a literal or a comment, skipped in one step (speed only).
 _PLAIN = {
@@ -183,11 +55,18 @@ class Lexed:
 
     code: str  # literals replaced by `''`/`""`, comments by a space
     statements: list[str]  # code of each `;`-separated statement, empty ones dropped
+    segments: tuple[tuple[str, bool], ...] = ()  # the text with comments as a space: (piece, is_literal)
+
+    @property
+    def stripped(self) -> str:
+        """The statement with every comment replaced by a space and every literal kept as written."""
+        return "".join(piece for piece, _ in self.segments)
 
 
 def lex(sql: str, dialect: Dialect) -> Lexed:
     """Blank out literals and comments; refuse unterminated ones and MySQL executable comments."""
     out: list[str] = []
+    segments: list[tuple[str, bool]] = []
     i, n = 0, len(sql)
     mysql = dialect == "mysql"
     plain = _PLAIN[dialect]
@@ -195,19 +74,23 @@ def lex(sql: str, dialect: Dialect) -> Lexed:
         run = plain.match(sql, i)
         if run is not None:
             out.append(run.group())
+            segments.append((run.group(), False))
             i = run.end()
             continue
         c = sql[i]
         nxt = sql[i + 1] if i + 1 < n else ""
+        start = i
         if c == "-" and nxt == "-" and (not mysql or i + 2 >= n or sql[i + 2] in " \t\r\n\f\v"):
             end = sql.find("\n", i)
             i = n if end < 0 else end
             out.append(" ")
+            segments.append((" ", False))
             continue
         if mysql and c == "#":
             end = sql.find("\n", i)
             i = n if end < 0 else end
             out.append(" ")
+            segments.append((" ", False))
             continue
         if c == "/" and nxt == "*":
             if mysql and (sql.startswith("/*!", i) or sql.startswith("/*M!", i)):
@@ -216,18 +99,22 @@ def lex(sql: str, dialect: Dialect) -> Lexed:
                 )
             i = _skip_block_comment(sql, i, nested=not mysql)
             out.append(" ")
+            segments.append((" ", False))
             continue
         if c == "'" or (mysql and c == '"'):
             i = _skip_quoted(sql, i, quote=c, backslash=mysql)
             out.append("''")
+            segments.append((sql[start:i], True))
             continue
         if not mysql and c in "eE" and nxt == "'" and not _word_before(sql, i):
             i = _skip_quoted(sql, i + 1, quote="'", backslash=True)
             out.append("''")
+            segments.append((sql[start:i], True))
             continue
         if c == '"' or (mysql and c == "`"):
             i = _skip_quoted(sql, i, quote=c, backslash=False)
             out.append('""')
+            segments.append((sql[start:i], True))
             continue
         if not mysql and c == "$":
             match = _DOLLAR_TAG.match(sql, i)
@@ -238,12 +125,14 @@ def lex(sql: str, dialect: Dialect) -> Lexed:
                     raise SqlRefused("a dollar-quoted string is not closed")
                 i = end + len(tag)
                 out.append("''")
+                segments.append((sql[start:i], True))
                 continue
         out.append(c)
+        segments.append((c, False))
         i += 1
     code = "".join(out)
     statements = [part for part in code.split(";") if part.strip()]
-    return Lexed(code=code, statements=statements)
+    return Lexed(code=code, statements=statements, segments=tuple(segments))
 
 
 def _word_before(sql: str, i: int) -> bool:
@@ -289,25 +178,16 @@ def _words(code: str) -> list[str]:
 
 
 def check_read(sql: str, dialect: Dialect) -> None:
-    """Refuse anything but one read-only SELECT/WITH statement (raises SqlRefused)."""
-    statement = _one_statement(lex(sql, dialect))
-    words = _words(statement)
-    first = next(iter(words), "")
-    if first not in READ_STARTS:
-        raise SqlRefused(
-            f"a query must start with SELECT or WITH, not {first or 'nothing'}; use execute to write"
-        )
-    for index, word in enumerate(words):
-        if word in FORBIDDEN_KEYWORDS:
-            raise SqlRefused(
-                f"{word} is not allowed in a read-only query (quote an identifier with that name)"
-            )
-        if word.lower() in FORBIDDEN_FUNCTIONS:
-            raise SqlRefused(f"{word.lower()} is not allowed in a read-only query")
-        if word == "FOR" and index + 1 < len(words) and words[index + 1] in ("SHARE", "KEY", "NO"):
-            raise SqlRefused("row locks (FOR SHARE, FOR KEY SHARE) are not allowed in a read-only query")
-    if ":=" in statement:
-        raise SqlRefused("assignments (:=) are not allowed in a read-only query")
+    """Refuse anything but one read (SELECT, WITH, TABLE, VALUES, EXPLAIN, SHOW) by the engine's grammar."""
+    # Imported here: the parser guards use this module's lexer.
+    if dialect == "postgres":
+        from agent_runtime.connectors.builtin._pg_readonly import parse_read as parse_postgres
+
+        parse_postgres(sql)
+    else:
+        from agent_runtime.connectors.builtin._mysql_readonly import parse_read as parse_mysql
+
+        parse_mysql(sql)
 
 
 def check_single(sql: str, dialect: Dialect) -> str:

@@ -14,8 +14,22 @@ import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from agent_runtime.connectors.builtin._sql import BaseSqlConnector, sql_config_schema, sql_tools
-from agent_runtime.connectors.framework import QUERY_ERROR, READ_ONLY_VIOLATION, BuiltinToolError
+from agent_runtime.connectors.builtin._mysql_readonly import bind
+from agent_runtime.connectors.builtin._mysql_rows import read_row
+from agent_runtime.connectors.builtin._sql import (
+    CELL_CUT_BYTES,
+    BaseSqlConnector,
+    ResultBudget,
+    sql_config_schema,
+    sql_tools,
+)
+from agent_runtime.connectors.builtin._sqlguard import SqlRefused
+from agent_runtime.connectors.framework import (
+    QUERY_ERROR,
+    QUERY_REFUSED,
+    READ_ONLY_VIOLATION,
+    BuiltinToolError,
+)
 
 # No ANSI_QUOTES ("..." stays a string) and no NO_BACKSLASH_ESCAPES (\' stays an escape): the guard's lexer.
 SQL_MODE = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION,ONLY_FULL_GROUP_BY"
@@ -35,7 +49,6 @@ class MysqlConnector(BaseSqlConnector):
 
     def __init__(self, config: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        self._idle: list[Any] = []
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -68,25 +81,19 @@ class MysqlConnector(BaseSqlConnector):
     async def _connection(self, env: Mapping[str, str]) -> AsyncIterator[Any]:
         loop = asyncio.get_running_loop()
         if self._slots is None or self._loop is not loop:
-            self._slots, self._loop, self._idle = asyncio.Semaphore(self.config["max_connections"]), loop, []
+            self._slots, self._loop = asyncio.Semaphore(self.config["max_connections"]), loop
         async with self._slots:
-            conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                try:
-                    conn = await asyncio.wait_for(self._open(env), self.config["connect_timeout_s"] + 1)
-                except BuiltinToolError:
-                    raise
-                except Exception as exc:
-                    raise self._classify(exc) from None
-            healthy = False
+            try:
+                conn = await asyncio.wait_for(self._open(env), self.config["connect_timeout_s"] + 1)
+            except BuiltinToolError:
+                raise
+            except Exception as exc:
+                raise self._classify(exc) from None
             try:
                 yield conn
-                healthy = True
             finally:
-                if healthy and not conn.closed:
-                    self._idle.append(conn)
-                else:
-                    conn.close()
+                # Never reused: a fresh session per call leaves no lock, variable or LAST_INSERT_ID behind.
+                conn.close()
 
     async def _limit_time(self, cursor: Any, conn: Any) -> None:
         seconds = float(self.config["statement_timeout_s"])
@@ -97,32 +104,29 @@ class MysqlConnector(BaseSqlConnector):
 
     async def _read(
         self, sql: str, params: Sequence[Any], *, limit: int, env: Mapping[str, str]
-    ) -> tuple[list[str], list[Sequence[Any]]]:
+    ) -> tuple[list[str], list[Sequence[Any]], bool]:
         import aiomysql
 
         budget = float(self.config["statement_timeout_s"]) + 5
         try:
             async with self._connection(env) as conn:
-                try:
-                    async with asyncio.timeout(budget):
-                        cursor = await conn.cursor(aiomysql.SSCursor)
-                        await self._limit_time(cursor, conn)
-                        await cursor.execute("START TRANSACTION READ ONLY")
-                        try:
-                            await cursor.execute(sql, tuple(params) if params else None)
-                            columns = [d[0] for d in cursor.description or ()]
-                            rows = await cursor.fetchmany(limit)
-                            await cursor.close()  # reads what is left of an unbuffered result
-                        finally:
-                            await conn.rollback()
-                except BaseException:
-                    conn.close()  # its state is unknown; never give it to the next call
-                    raise
+                async with asyncio.timeout(budget):
+                    text = bind(sql, params, conn.escape)
+                    cursor = await conn.cursor(aiomysql.SSCursor)
+                    await self._limit_time(cursor, conn)
+                    await cursor.execute("START TRANSACTION READ ONLY")
+                    await cursor.execute(text)
+                    columns = [d[0] for d in cursor.description or ()]
+                    rows, budget_hit = await _stream_rows(conn, cursor, limit=limit)
+                    # No rollback or drain: the connection is closed after every call, which ends the
+                    # transaction and drops whatever the server still had to send.
+        except SqlRefused as exc:
+            raise BuiltinToolError(QUERY_REFUSED, f"refused before it reached the database: {exc}") from None
         except BuiltinToolError:
             raise
         except Exception as exc:
             raise self._classify(exc) from None
-        return columns, [tuple(row) for row in rows]
+        return columns, rows, budget_hit
 
     async def _write(self, sql: str, params: Sequence[Any], *, env: Mapping[str, str]) -> dict[str, Any]:
         budget = float(self.config["statement_timeout_s"]) + 5
@@ -134,7 +138,7 @@ class MysqlConnector(BaseSqlConnector):
                         await self._limit_time(cursor, conn)
                         await conn.begin()
                         try:
-                            affected = await cursor.execute(sql, tuple(params) if params else None)
+                            affected = await cursor.execute(bind(sql, params, conn.escape))
                             await conn.commit()
                         except BaseException:
                             await conn.rollback()
@@ -144,6 +148,8 @@ class MysqlConnector(BaseSqlConnector):
                 except BaseException:
                     conn.close()
                     raise
+        except SqlRefused as exc:
+            raise BuiltinToolError(QUERY_REFUSED, f"refused before it reached the database: {exc}") from None
         except BuiltinToolError:
             raise
         except Exception as exc:
@@ -162,9 +168,7 @@ class MysqlConnector(BaseSqlConnector):
             raise self._classify(exc) from None
 
     async def aclose(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        """Nothing pooled: every call closes its own connection."""
 
     def _classify(self, exc: BaseException) -> BuiltinToolError:
         import pymysql
@@ -193,6 +197,24 @@ class MysqlConnector(BaseSqlConnector):
         if isinstance(exc, pymysql.err.MySQLError):
             return BuiltinToolError(QUERY_ERROR, f"the database refused the statement: {_message(exc)}")
         return BuiltinToolError("internal", f"the mysql call failed ({type(exc).__name__})")
+
+
+async def _stream_rows(conn: Any, cursor: Any, *, limit: int) -> tuple[list[Sequence[Any]], bool]:
+    """At most `limit` rows, each cell cut on the wire, stopping once the byte budget is spent."""
+    result = cursor._result
+    if result is None or not getattr(result, "unbuffered_active", False):
+        return [], False
+    budget = ResultBudget()
+    rows: list[Sequence[Any]] = []
+    while len(rows) < limit:
+        row = await read_row(conn, result.converters, cut_bytes=CELL_CUT_BYTES)
+        if row is None:
+            result.unbuffered_active = False
+            break
+        if not budget.take(row):
+            return rows, True
+        rows.append(row)
+    return rows, False
 
 
 def _message(exc: BaseException) -> str:

@@ -1,9 +1,11 @@
 """`postgres`: an external PostgreSQL database through asyncpg (`postgres.query`, `postgres.execute`).
 
-Reads run as `BEGIN READ ONLY` under the session's statement timeout and are rolled back; rows come from a
-server-side cursor, `limit + 1` at most. Every statement goes through the extended protocol (prepared),
-which itself refuses a second command: a third line of defence behind the guard and the READ ONLY
-transaction.
+Reads are parsed by PostgreSQL's own grammar first (`_pg_readonly`), then run as `BEGIN READ ONLY` under
+the session's statement timeout and rolled back, then `DISCARD ALL` resets the session (locks, settings,
+prepared statements, temporary tables) before the connection goes back to the pool. A SELECT runs wrapped
+so the server cuts every variable-length cell (`_pg_bounded`); rows come from a server-side cursor in
+chunks, `limit + 1` at most, within the result's byte budget. Every statement goes through the extended
+protocol (prepared), which itself refuses a second command.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_runtime.connectors.builtin._sql import BaseSqlConnector, sql_config_schema, sql_tools
+from agent_runtime.connectors.builtin._pg_bounded import bounded_select
+from agent_runtime.connectors.builtin._pg_readonly import parse_read
+from agent_runtime.connectors.builtin._sql import (
+    CELL_CUT_CHARS,
+    FETCH_CHUNK_ROWS,
+    BaseSqlConnector,
+    ResultBudget,
+    sql_config_schema,
+    sql_tools,
+)
 from agent_runtime.connectors.framework import (
     QUERY_ERROR,
     READ_ONLY_VIOLATION,
@@ -65,6 +76,8 @@ class PostgresConnector(BaseSqlConnector):
                         timeout=config["connect_timeout_s"],
                         min_size=0,
                         max_size=config["max_connections"],
+                        # DISCARD ALL after every read drops prepared statements: keep none cached.
+                        statement_cache_size=0,
                         # The guard lexes with standard strings (a backslash is a plain character); the
                         # statement timeout is the session's default, so no call spends a round trip on it.
                         server_settings={
@@ -79,24 +92,44 @@ class PostgresConnector(BaseSqlConnector):
 
     async def _read(
         self, sql: str, params: Sequence[Any], *, limit: int, env: Mapping[str, str]
-    ) -> tuple[list[str], list[Sequence[Any]]]:
+    ) -> tuple[list[str], list[Sequence[Any]], bool]:
+        entry = parse_read(sql)
+        kind = next(iter(entry["stmt"]))
+        # libpg_query's locations are byte offsets; the statement without its trailing `;` or comments.
+        raw = sql.encode()
+        begin = int(entry.get("stmt_location") or 0)
+        length = int(entry.get("stmt_len") or len(raw) - begin)
+        text = raw[begin : begin + length].decode()
         pool = await self._get_pool(env)
         try:
             async with pool.acquire() as conn:
-                transaction = conn.transaction(readonly=True)
-                await transaction.start()
                 try:
-                    statement = await conn.prepare(sql)
-                    columns = [attr.name for attr in statement.get_attributes()]
-                    cursor = await statement.cursor(*params)
-                    rows = await cursor.fetch(limit)
+                    transaction = conn.transaction(readonly=True)
+                    await transaction.start()
+                    try:
+                        statement = await conn.prepare(text)
+                        attributes = statement.get_attributes()
+                        columns = [attr.name for attr in attributes]
+                        if kind == "SelectStmt" and attributes:
+                            # The server cuts every variable-length cell before it is sent.
+                            wrapped = bounded_select(
+                                text,
+                                [(a.name, _type_name(a.type)) for a in attributes],
+                                cut_chars=CELL_CUT_CHARS,
+                            )
+                            parse_read(wrapped)
+                            statement = await conn.prepare(wrapped)
+                        cursor = await statement.cursor(*params)
+                        rows, budget_hit = await _fetch_within_budget(cursor, limit=limit)
+                    finally:
+                        await transaction.rollback()  # a read leaves nothing behind, whatever happened
                 finally:
-                    await transaction.rollback()  # a read leaves nothing behind, whatever happened
+                    await _reset_session(conn)
         except BuiltinToolError:
             raise
         except Exception as exc:
             raise self._classify(exc) from None
-        return columns, [tuple(row) for row in rows]
+        return columns, rows, budget_hit
 
     async def _write(self, sql: str, params: Sequence[Any], *, env: Mapping[str, str]) -> dict[str, Any]:
         pool = await self._get_pool(env)
@@ -156,6 +189,34 @@ class PostgresConnector(BaseSqlConnector):
         if isinstance(exc, OSError | asyncpg.InterfaceError | ConnectionError):
             return BuiltinToolError("connection", f"{where} could not be reached ({type(exc).__name__})")
         return BuiltinToolError("internal", f"the postgres call failed ({type(exc).__name__})")
+
+
+def _type_name(data_type: Any) -> str:
+    """A column type's name when it is PostgreSQL's own (pg_catalog), else a name no rule matches."""
+    return str(data_type.name) if data_type.schema == "pg_catalog" else f"{data_type.schema}.{data_type.name}"
+
+
+async def _fetch_within_budget(cursor: Any, *, limit: int) -> tuple[list[Sequence[Any]], bool]:
+    """At most `limit` rows, in chunks, stopping once the result's byte budget is spent."""
+    budget = ResultBudget()
+    rows: list[Sequence[Any]] = []
+    while len(rows) < limit:
+        chunk = await cursor.fetch(min(FETCH_CHUNK_ROWS, limit - len(rows)))
+        if not chunk:
+            break
+        for row in chunk:
+            if not budget.take(row):
+                return rows, True
+            rows.append(tuple(row))
+    return rows, False
+
+
+async def _reset_session(conn: Any) -> None:
+    """DISCARD ALL: no lock, setting, prepared statement or temporary table outlives a call."""
+    try:
+        await conn.execute("DISCARD ALL")
+    except Exception:
+        conn.terminate()  # its state is unknown; the pool opens a fresh one
 
 
 def _message(exc: BaseException) -> str:
