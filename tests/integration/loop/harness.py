@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 
+from agent_runtime.component_env import ComponentInputs, ModelSettings, as_process, component_env
+from agent_runtime.contract import RunnerMode
 from agent_runtime.execution_token import (
-    PUBLIC_KEY_FILE_ENV,
     SIGNING_KEY_FILE_ENV,
     Claims,
     generate_private_key_pem,
@@ -129,27 +130,34 @@ class Platform:
         return {"authorization": f"Bearer {self.statement(audience, execution_id=execution_id)}"}
 
     def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
+        """The platform variables as the operator renders them (`component_env`, the one function both use),
+        with this run's paths and loopback addresses; then what a pod's image and kubelet would give."""
         token_file = self.tmp / "token"
         token_file.write_text(RUNTIME_TOKEN)
         bundle = self.tenant.bundle(self.tmp / "bundle", self.provider_url)
-        keys = {PUBLIC_KEY_FILE_ENV: str(self.key_files()[1])} if self.oe_keys else {}
+        inputs = ComponentInputs(
+            app_id=AGENT.replace("/", "."),
+            entrypoint=self.tenant.entrypoint,
+            oe_url=self.oe_url,
+            token_file=str(token_file),
+            oe_public_key_file=str(self.key_files()[1]) if self.oe_keys else None,
+            bundle_path=str(bundle),
+            model=ModelSettings(
+                base_url=self.llm_base_url,
+                model="loop-model",
+                key_env=LLM_KEY_ENV,
+                credential_names=(LLM_KEY_ENV,),
+            ),
+            pod_ip="127.0.0.1",
+        )
         return {
-            **keys,
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.tmp),
             "PYTHONPATH": f"{self.tenant.pythonpath}{os.pathsep}{REPO_ROOT}",
-            "RUNNER_MODE": mode,
             "APP_HOST": "127.0.0.1",
             "RUNTIME_PORT": str(port),
-            "RUNTIME_TOKEN_FILE": str(token_file),
-            "STRUCTURED_LOGGING": "true",
-            "AGENT_ENTRYPOINT": self.tenant.entrypoint,
-            "AGENTIC_CONNECTOR_BUNDLE_PATH": str(bundle),
-            "APP_ID": AGENT.replace("/", "."),
-            "AGENTIC_LLM_BASE_URL": self.llm_base_url,
-            "AGENTIC_LLM_MODEL": "loop-model",
-            "AGENTIC_LLM_API_KEY_ENV": LLM_KEY_ENV,
             "HOSTNAME": f"loop-{mode}-0",
+            **as_process(component_env(RunnerMode(mode), inputs)),
         }
 
     def start_tool_pod(self) -> None:
@@ -160,7 +168,6 @@ class Platform:
 
     def start_aer(self) -> None:
         env = self._runtime_env("aer", self.aer_port)
-        env["AGENTIC_OE_URL"] = self.oe_url
         self.processes["aer"] = self._launch(env, port=self.aer_port)
 
     def write_registrations(self) -> None:
