@@ -272,7 +272,9 @@ def _materialize(
             )
     auth = connector.spec.auth
     auth_yaml = None
-    if auth and auth.type.value != "none" and auth.env:
+    if auth and auth.type.value == "none":
+        auth_yaml = {"type": "none"}  # on purpose: a document with no security scheme needs it said
+    elif auth and auth.env:
         auth_yaml = {"type": auth.type.value, "env": auth.env, "in": auth.location, "name": auth.name}
     try:
         tool_yaml = ToolYaml.model_validate(

@@ -19,7 +19,12 @@ from agent_runtime.connectors.definitions import load_tool_defs
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.regenerate import regenerate_catalog
 from agent_runtime.connectors.resolve import bundle_from_agent_config
-from agent_runtime.connectors.toolyaml import scaffold_tool_yaml
+from agent_runtime.connectors.toolyaml import declares_no_security, scaffold_tool_yaml
+
+_NO_SECURITY = (
+    "  note: the document declares no security scheme; if the API needs a credential, set auth: in "
+    "tool.yaml (type, env), otherwise auth: {type: none}: a connector that says neither is refused"
+)
 
 
 def _compile(args: argparse.Namespace) -> str:
@@ -27,6 +32,8 @@ def _compile(args: argparse.Namespace) -> str:
     catalog.write(args.output)
     lines = [f"{args.output}: {len(catalog.tools)} tools, {len(catalog.skipped)} skipped"]
     lines += [f"  skipped {s.method} {s.path}: {s.reason}" for s in catalog.skipped]
+    if declares_no_security(catalog):
+        lines.append(_NO_SECURITY)
     return "\n".join(lines)
 
 
@@ -38,7 +45,11 @@ def _scaffold(args: argparse.Namespace) -> str:
         raise ConnectorError(f"{target} exists; pass --force to overwrite it")
     tool_defs = os.path.relpath(catalog_path.resolve(), target.resolve().parent)  # tool.yaml-relative
     scaffold_tool_yaml(catalog, base_url=args.base_url, tool_defs=tool_defs).write(target)
-    return f"{target}: exposes {len(catalog.tools)} operations; trim expose.allow to what the agent needs"
+    message = f"{target}: exposes {len(catalog.tools)} operations; trim expose.allow to what the agent needs"
+    if declares_no_security(catalog):
+        message += "\n  note: the document declares no security scheme, so auth: {type: none} was written; "
+        message += "replace it with the provider's scheme (type, env) if the API needs a credential"
+    return message
 
 
 def _regenerate(args: argparse.Namespace) -> str:

@@ -11,6 +11,7 @@ visible: failures raise the httpx exception httpx itself would raise, and error 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -43,9 +44,27 @@ def new_session(*, max_connections: int, ssl_context: ssl.SSLContext | None = No
         connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=60, ssl=ssl_context or True),
         cookie_jar=aiohttp.DummyCookieJar(),  # never carry one caller's cookies into another's call
         trust_env=False,  # netrc could attach a credential nobody configured; the sync client matches
-        skip_auto_headers=("User-Agent",),
+        # Only what the executor put in the request goes out (the sync path sends the same bytes): no
+        # Accept-Encoding, no Content-Type: application/octet-stream on a bodiless PUT.
+        skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+        request_class=exact_request_class(),
         trace_configs=aiohttp_trace_configs(),  # the provider's call as a client span (agent_runtime.tracing)
     )
+
+
+@functools.cache
+def exact_request_class() -> Any:
+    """aiohttp's ClientRequest without the Content-Length it adds to a request with no body (a DELETE):
+    the executor sets Content-Length itself (wire.py) exactly as httpx sends it."""
+
+    class ExactRequest(aiohttp.ClientRequest):  # type: ignore[misc,name-defined]
+        def update_body_from_data(self, body: Any, *args: Any, **kwargs: Any) -> None:
+            if body is None:
+                self._body = None
+                return
+            super().update_body_from_data(body, *args, **kwargs)
+
+    return ExactRequest
 
 
 class AioResponse:

@@ -30,6 +30,7 @@ from agent_runtime.connectors.documents import (
 )
 from agent_runtime.connectors.errors import ConnectorError, DocumentTooComplexError, ExternalReferenceError
 from agent_runtime.connectors.naming import assign_names, check_connector_name, operation_key
+from agent_runtime.connectors.path_segments import is_multi_segment
 from agent_runtime.connectors.schema import SchemaTranslator, plain_description, trim_text
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -293,6 +294,9 @@ def _compile_operation(
         is_required = location == "path" or param.get("required") is True
         default_style = "simple" if location in ("path", "header") else "form"
         style = str(param.get("style", default_style))
+        raw_schema = param.get("schema")
+        raw_schema = raw_schema if isinstance(raw_schema, Mapping) else None
+        multi = location == "path" and is_multi_segment(param, raw_schema)
         params.append(
             ParamSpec(
                 name=name,
@@ -301,6 +305,7 @@ def _compile_operation(
                 style=style,
                 explode=bool(param.get("explode", style == "form")),
                 required=is_required,
+                multi_segment=True if multi else None,
             )
         )
         properties[arg] = schema

@@ -117,6 +117,9 @@ class ParamSpec(_Model):
     style: str = "form"
     explode: bool = True
     required: bool = False
+    # A path parameter that may carry slashes (a file path, a git ref, `{base}...{head}`): sent segment by
+    # segment, each encoded. None (the default, left out of the catalog) keeps `/` encoded as %2F.
+    multi_segment: bool | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
@@ -191,6 +194,8 @@ class ToolDefinitions(_Model):
     auth: AuthSpec | None = None
     auth_options: list[AuthSpec] = Field(default_factory=list)
     tls: TlsSpec | None = None
+    # tool.yaml's default headers (an API version header...): never a secret (connectors/default_headers.py).
+    headers: dict[str, str] | None = None
     tools: list[ToolSpec] = Field(default_factory=list)
     skipped: list[SkippedOperation] = Field(default_factory=list)
     provenance: Provenance = Field(default_factory=Provenance)

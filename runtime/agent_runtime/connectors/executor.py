@@ -99,7 +99,9 @@ class ConnectorExecutor:
         )
         quiet_client_logs()
         self._plans = {
-            tool.name: RequestPlan.for_tool(tool, base_url=base_url, auth=definitions.auth)
+            tool.name: RequestPlan.for_tool(
+                tool, base_url=base_url, auth=definitions.auth, default_headers=definitions.headers
+            )
             for tool in definitions.tools
         }
         self._path_credential = definitions.auth is not None and definitions.auth.type == "path"

@@ -52,7 +52,45 @@ def assign_names(connector: str, operations: Iterable[tuple[str, str, str]]) -> 
             candidate = disambiguate(candidate, f"{method} {path}", taken)
         taken.add(candidate)
         names[(method, path)] = candidate
-    return names
+    return distinguish_hashed(names)
+
+
+_HASHED = re.compile(r"^(?P<stem>.+)_(?P<hash>[0-9a-f]{8})$")
+_MAX_WORD = 12
+
+
+def _path_words(method: str, path: str) -> list[str]:
+    words = [
+        word.lower()
+        for segment in path.split("/")
+        if segment and "{" not in segment
+        for word in re.split(r"[^A-Za-z0-9]+", segment)
+        if word
+    ]
+    return [*words, method.lower()]
+
+
+def distinguish_hashed(names: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """Names cut to a stem plus a hash that would differ only in the hash get a word of their path that
+    the others lack (orgs vs repos) before it, so the model never sees two names alike but for 8 hex."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key, name in names.items():
+        found = _HASHED.match(name)
+        if found is not None:
+            groups.setdefault(found.group("stem"), []).append(key)
+    result = dict(names)
+    for stem, keys in groups.items():
+        if len(keys) < 2:
+            continue
+        words = {key: _path_words(*key) for key in keys}
+        for key in keys:
+            others = [set(words[k]) for k in keys if k != key]
+            word = next((w for w in words[key] if not all(w in o for o in others)), key[0].lower())
+            word = word[:_MAX_WORD]
+            digest = names[key].rsplit("_", 1)[1]
+            room = MAX_TOOL_NAME - len(digest) - len(word) - 2
+            result[key] = f"{stem[:room].rstrip('_')}_{word}_{digest}"
+    return result
 
 
 def disambiguate(name: str, salt: str, taken: set[str]) -> str:

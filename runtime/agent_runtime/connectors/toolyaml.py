@@ -7,8 +7,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from agent_runtime.connectors.default_headers import check_default_headers
 from agent_runtime.connectors.definitions import (
     AuthSpec,
     AuthType,
@@ -20,7 +29,12 @@ from agent_runtime.connectors.definitions import (
 )
 from agent_runtime.connectors.documents import parse_document_text, read_local_text, refuse_url
 from agent_runtime.connectors.errors import ConnectorError
-from agent_runtime.connectors.naming import check_connector_name, disambiguate, tool_name
+from agent_runtime.connectors.naming import (
+    check_connector_name,
+    disambiguate,
+    distinguish_hashed,
+    tool_name,
+)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BASE_URL = re.compile(r"^https?://[^\s/?#{}]+(/[^\s?#{}]*)?$")
@@ -53,8 +67,9 @@ class ToolAuth(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
-    type: AuthType
-    env: str
+    # `none`: calls go out anonymous on purpose (required for a document that declares no security scheme).
+    type: AuthType | Literal["none"]
+    env: str | None = None
     location: Literal["header", "query", "cookie", "path"] | None = Field(default=None, alias="in")
     name: str | None = None
     prefix: str | None = None  # api_key: sent before the credential, e.g. "Bearer " or "token "
@@ -74,10 +89,22 @@ class ToolAuth(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _env_unless_none(self) -> ToolAuth:
+        if self.type == "none":
+            if self.env or self.location or self.name or self.prefix is not None:
+                raise ValueError("type none sends no credential: remove env, in, name and prefix")
+        elif not self.env:
+            raise ValueError(
+                f"env is required for type {self.type}: name the environment variable holding the "
+                "credential, e.g. JIRA_TOKEN (or use type none for an API without authentication)"
+            )
+        return self
+
     @field_validator("env")
     @classmethod
-    def _env_name(cls, value: str) -> str:
-        if not _ENV_NAME.match(value):
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
             raise ValueError(
                 "must name an environment variable (letters, digits, underscore), e.g. JIRA_TOKEN; "
                 "never put the secret itself in tool.yaml"
@@ -94,6 +121,15 @@ class ToolYaml(BaseModel):
     expose: ToolExpose = Field(default_factory=ToolExpose)
     auth: ToolAuth | None = None
     tls: TlsSpec | None = None
+    # Sent on every call (e.g. X-GitHub-Api-Version); never a secret (default_headers.py refuses one).
+    headers: dict[str, Any] | None = None
+
+    @field_validator("headers")
+    @classmethod
+    def _headers_not_secret(cls, value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, str] | None:
+        auth = info.data.get("auth")
+        credential_header = auth.name if auth is not None and auth.location == "header" else None
+        return check_default_headers(value, credential_header=credential_header)
 
     @model_validator(mode="after")
     def _tls_needs_https(self) -> ToolYaml:
@@ -150,7 +186,11 @@ def scaffold_tool_yaml(
 ) -> ToolYaml:
     """A starter tool.yaml exposing every compiled operation; edit `expose.allow` down to what you need."""
     auth = None
-    if catalog.auth is not None:
+    if declares_no_security(catalog):
+        # The document cannot tell whether the API needs a credential: the author must say (none, or
+        # the scheme the provider documents elsewhere); materialize refuses a connector that says nothing.
+        auth = ToolAuth(type="none")
+    elif catalog.auth is not None:
         auth = ToolAuth(
             type=catalog.auth.type,
             env=f"{catalog.name.upper().replace('-', '_')}_TOKEN",
@@ -175,6 +215,12 @@ def materialize_connector(tool: ToolYaml, catalog: ToolDefinitions) -> ToolDefin
             "set it to the provider's API root "
             f"(the document suggests {catalog.source.base_url or 'nothing'})"
         )
+    if tool.auth is None and declares_no_security(catalog):
+        raise ConnectorError(
+            f"tool.yaml {tool.name}: the document declares no security scheme, so the connector cannot "
+            "tell whether the API needs a credential; add auth: with the provider's scheme (type, env, ...) "
+            "or auth: {type: none} to call it without one on purpose"
+        )
     selected = _select(tool, catalog)
     auth = _bind_auth(tool, catalog)
     tools = [_rebind(spec, tool=tool, catalog=catalog, auth=auth) for spec in selected]
@@ -185,6 +231,7 @@ def materialize_connector(tool: ToolYaml, catalog: ToolDefinitions) -> ToolDefin
         auth=auth,
         auth_options=[],
         tls=tool.tls,
+        headers=tool.headers,
         tools=tools,
         provenance=catalog.provenance,
     )
@@ -217,9 +264,14 @@ def _select(tool: ToolYaml, catalog: ToolDefinitions) -> list[ToolSpec]:
     return sorted(chosen.values(), key=lambda spec: order[spec.name])
 
 
+def declares_no_security(catalog: ToolDefinitions) -> bool:
+    """The compiled document named no security scheme at all (no default, no option)."""
+    return catalog.auth is None and not catalog.auth_options
+
+
 def _bind_auth(tool: ToolYaml, catalog: ToolDefinitions) -> AuthSpec | None:
     """tool.yaml's auth, with what it leaves out taken from the catalog's matching security scheme."""
-    if tool.auth is None:
+    if tool.auth is None or tool.auth.type == "none":
         return None
     wanted = tool.auth
     schemes = [o for o in (catalog.auth, *catalog.auth_options) if o is not None]
@@ -279,3 +331,6 @@ def _rename(tools: list[ToolSpec], *, connector: str, catalog: str) -> None:
             name = disambiguate(name, f"{spec.method} {spec.path}", taken)
         taken.add(name)
         spec.name = name
+    renamed = distinguish_hashed({(spec.method, spec.path): spec.name for spec in tools})
+    for spec in tools:
+        spec.name = renamed[(spec.method, spec.path)]

@@ -11,9 +11,11 @@ from urllib.parse import quote, urlsplit
 
 from agent_runtime.connectors.definitions import AuthSpec, ParamSpec, ToolSpec
 from agent_runtime.connectors.errors import CredentialMissingError, ToolArgumentError
+from agent_runtime.connectors.path_segments import multi_segment_text
 
 _QUERY_SAFE = "-_.~"  # RFC 3986 unreserved; brackets are encoded the way browsers and Stripe's SDKs do
 _USER_AGENT = "agent-engine-connector/1"
+_BODY_METHODS = frozenset(("POST", "PUT", "PATCH"))  # sent with a length even when empty (RFC 9110 8.6)
 
 
 def scalar_text(value: Any) -> str:
@@ -74,8 +76,9 @@ def encode_pairs(pairs: list[tuple[str, str]]) -> str:
     return "&".join(f"{quote(k, safe=_QUERY_SAFE)}={quote(v, safe=_QUERY_SAFE)}" for k, v in pairs)
 
 
-def path_text(value: Any, *, style: str, explode: bool, name: str) -> str:
-    """One path segment value, percent-encoded so it cannot add segments or a query."""
+def path_text(value: Any, *, style: str, explode: bool, name: str, multi_segment: bool = False) -> str:
+    """One path segment value, percent-encoded so it cannot add segments or a query (a multi-segment
+    parameter: its segments, each encoded, dot segments refused: path_segments.py)."""
     if isinstance(value, list | tuple):
         text = ",".join(scalar_text(v) for v in value)
     elif isinstance(value, Mapping):
@@ -83,6 +86,10 @@ def path_text(value: Any, *, style: str, explode: bool, name: str) -> str:
         text = ",".join(f"{k}{joiner}{scalar_text(v)}" for k, v in value.items())
     else:
         text = scalar_text(value)
+    if multi_segment and style == "simple":
+        if not text:
+            raise ToolArgumentError(f"path argument {name!r} is empty; supply a value")
+        return multi_segment_text(text, name=name)
     encoded = quote(text, safe="")
     if encoded in (".", "..", ""):
         # A dot segment would be normalized away by the URL parser and reach another operation
@@ -126,7 +133,14 @@ class RequestPlan:
     base_headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def for_tool(cls, tool: ToolSpec, *, base_url: str, auth: AuthSpec | None) -> RequestPlan:
+    def for_tool(
+        cls,
+        tool: ToolSpec,
+        *,
+        base_url: str,
+        auth: AuthSpec | None,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> RequestPlan:
         auth = auth if tool.authenticated else None
         by_name = {p.name: p for p in tool.params if p.location == "path"}
         parts: list[tuple[str, ParamSpec | None]] = []
@@ -146,6 +160,8 @@ class RequestPlan:
         parts.append((template, None))
         base = base_url.rstrip("/")
         headers = {"accept": "application/json", "user-agent": _USER_AGENT}
+        # tool.yaml's default headers (checked there: never a secret); the call's own header params win.
+        headers.update(default_headers or {})
         if tool.body is not None:
             headers["content-type"] = tool.body.media_type
         required = list(tool.input_schema.get("required", []))
@@ -193,7 +209,15 @@ class RequestPlan:
                 raise ToolArgumentError(
                     f"missing required path argument {param.arg!r}; supply it in the tool call"
                 )
-            segments.append(path_text(value, style=param.style, explode=param.explode, name=param.name))
+            segments.append(
+                path_text(
+                    value,
+                    style=param.style,
+                    explode=param.explode,
+                    name=param.name,
+                    multi_segment=bool(param.multi_segment),
+                )
+            )
         pairs: list[tuple[str, str]] = []
         for param in self.query_params:
             value = arguments.get(param.arg)
@@ -235,6 +259,12 @@ class RequestPlan:
         content = self._content(arguments)
         if content is None:
             headers.pop("content-type", None)
+        # Set here, not by the HTTP library: httpx and aiohttp each add their own (aiohttp a length on a
+        # bodiless DELETE), and the sync and async paths must put the same bytes on the wire.
+        if content is not None:
+            headers["content-length"] = str(len(content))
+        elif self.method in _BODY_METHODS:
+            headers["content-length"] = "0"
         return PreparedRequest(
             method=self.method,
             url=url,
