@@ -18,6 +18,7 @@ import pytest
 from agent_operator.models import Agent, Connector
 from agent_operator.notify_targets import notify_document, notify_targets
 from agent_runtime.oe.audit_export import EXPORT_FILE_ENV, OTLP_ENDPOINT_ENV, OTLP_HEADERS_ENV
+from agent_runtime.oe.limiter import DEFAULT_LIMITS_ENV
 from tests.conftest import REPO_ROOT, free_port
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, PLANTED, RUNTIME_TOKEN, Platform
 from tests.peers.otlp_logs_receiver import LogsReceiver, running_logs_receiver
@@ -53,8 +54,11 @@ POLICY = {
         },
     ],
 }
+# The chart's namespace-wide defaults (oe.limits -> OE_DEFAULT_LIMITS): the Agent sets no
+# maxStepsPerExecution, so the default's 8 holds for it; its own toolCallsPerMinuteByTool wins over the
+# default's.
+DEFAULT_LIMITS = {"maxStepsPerExecution": 8, "toolCallsPerMinuteByTool": {"key_of_call": 1000}}
 LIMITS = {
-    "maxStepsPerExecution": 8,
     "maxTokensPerUserPerDay": 5,
     "toolCallsPerMinuteByTool": {"key_of_call": 5},
 }
@@ -137,6 +141,7 @@ def platform(
                 EXPORT_FILE_ENV: str(loop.tmp / "export" / "audit.jsonl"),
                 OTLP_ENDPOINT_ENV: logs_receiver.endpoint,
                 OTLP_HEADERS_ENV: f"x-api-key={OTLP_API_KEY}",
+                DEFAULT_LIMITS_ENV: json.dumps(DEFAULT_LIMITS),
             }
         )
         yield loop
@@ -330,6 +335,7 @@ def test_a_condition_that_errors_or_costs_too_much_denies_and_the_audit_says_why
 
 
 def test_a_runaway_agent_stops_at_max_steps_per_execution(platform: Platform) -> None:
+    # The limit is the chart's default (the Agent's spec.limits has no maxStepsPerExecution).
     execution_id = platform.invoke(calls(*[("shout", {"text": f"again {n}"}) for n in range(12)]))
     view = platform.wait(execution_id, "failed", "completed")
     assert view["status"] == "failed", view
