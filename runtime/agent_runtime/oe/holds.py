@@ -18,6 +18,8 @@ from typing import Any
 
 from agent_runtime.protocol import ReviewDecision, SuspendReply
 
+# A call the policy holds for a reviewer (requireApproval, or a sensitive tool): not an agent-level hold.
+APPROVAL_REQUIRED = "approval_required"
 SUSPEND = "suspend"
 INTERRUPT = "interrupt"
 BREAKPOINT = "breakpoint"
