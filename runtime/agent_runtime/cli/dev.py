@@ -131,6 +131,13 @@ def _model_choice(model: str | None, model_url: str | None, model_name: str, key
     help="a database connector's address, e.g. shop-db=postgresql://user:pw@127.0.0.1:5432/shop (repeatable)",
 )
 @click.option(
+    "--connector-url",
+    "connector_urls",
+    multiple=True,
+    metavar="CONNECTOR=URL",
+    help="where an OpenAPI connector's API listens, e.g. echo=http://127.0.0.1:9000 (repeatable)",
+)
+@click.option(
     "--memory/--no-memory", default=None, help="run the Memory server (default: when the code uses it)"
 )
 @click.option("--no-reload", is_flag=True, help="do not restart the AER and Tool Pod when a file changes")
@@ -145,6 +152,7 @@ def dev(
     sets: tuple[str, ...],
     env_file: Path | None,
     databases: tuple[str, ...],
+    connector_urls: tuple[str, ...],
     memory: bool | None,
     no_reload: bool,
 ) -> None:
@@ -164,6 +172,7 @@ def dev(
     try:
         project = projects.resolve(directory, entrypoint=entrypoint, memory=memory)
         parsed_dbs = tuple(projects.parse_database_url(spec) for spec in databases)
+        parsed_urls = tuple(projects.parse_connector_url(spec) for spec in connector_urls)
     except projects.DevError as exc:
         raise CliError(str(exc)) from None
     options = DevOptions(
@@ -172,6 +181,7 @@ def dev(
         model=choice,
         tool_env=tool_env,
         databases=parsed_dbs,
+        connector_urls=parsed_urls,
     )
     stack = DevStack(options=options, say=click.echo)
     previous = signal.signal(signal.SIGTERM, _interrupt)

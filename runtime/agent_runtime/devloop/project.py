@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 from agent_runtime import contract
 from agent_runtime.connectors import build_bundle
 from agent_runtime.connectors.bundle import Bundle
+from agent_runtime.connectors.definitions import ToolDefinitions
 from agent_runtime.connectors.errors import ConnectorError
 from agent_runtime.connectors.resolve import bundle_from_agent_config
 
@@ -150,6 +151,37 @@ def parse_database_url(spec: str) -> tuple[str, str]:
     return name, url
 
 
+def parse_connector_url(spec: str) -> tuple[str, str]:
+    """`NAME=URL` -> (NAME, URL): where an OpenAPI connector's API is for this run (an http(s) URL)."""
+    name, sep, url = spec.partition("=")
+    parts = urlsplit(url)
+    if not sep or not name or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DevError(
+            f"--connector-url {spec!r}: write CONNECTOR=URL with an http(s) URL, "
+            "e.g. echo=http://127.0.0.1:9000"
+        )
+    return name, url.rstrip("/")
+
+
+def with_base_urls(
+    connectors: Sequence[ToolDefinitions], urls: Sequence[tuple[str, str]]
+) -> list[ToolDefinitions]:
+    """The OpenAPI connectors with each `--connector-url` as its `source.base_url`; an unknown name is an
+    error listing the names there are."""
+    by_name = {c.name: c for c in connectors}
+    for name, url in urls:
+        if name not in by_name:
+            known = ", ".join(sorted(by_name)) or "none"
+            raise DevError(
+                f"--connector-url {name}: {AGENT_FILE} has no OpenAPI connector {name!r} (it has: {known})"
+            )
+        connector = by_name[name]
+        by_name[name] = connector.model_copy(
+            update={"source": connector.source.model_copy(update={"base_url": url})}
+        )
+    return [by_name[c.name] for c in connectors]
+
+
 def database_address(connector: str, connector_type: str, url: str) -> DatabaseAddress:
     """A database URL as the connector's config (host, port, database, user) and its password."""
     schemes = _DB_SCHEMES.get(connector_type)
@@ -177,16 +209,22 @@ def database_address(connector: str, connector_type: str, url: str) -> DatabaseA
 
 
 def project_bundle(
-    project: DevProject, *, databases: Sequence[tuple[str, str]] = (), environ: Mapping[str, str]
+    project: DevProject,
+    *,
+    databases: Sequence[tuple[str, str]] = (),
+    connector_urls: Sequence[tuple[str, str]] = (),
+    environ: Mapping[str, str],
 ) -> tuple[Bundle, dict[str, str]]:
-    """agent.yaml's connectors as the operator would bundle them, each `--db` applied; returns the bundle
-    and the Tool Pod's variables the URLs carried (a password under its credential's env name)."""
+    """agent.yaml's connectors as the operator would bundle them, each `--db` and `--connector-url`
+    applied; returns the bundle and the Tool Pod's variables the URLs carried (a password under its
+    credential's env name)."""
     try:
         bundle = bundle_from_agent_config(project.agent_file, env=environ)
     except ConnectorError as exc:
         raise DevError(f"{AGENT_FILE}: {exc}") from None
-    if not databases:
+    if not databases and not connector_urls:
         return bundle, {}
+    connectors = with_base_urls(bundle.connectors, connector_urls)
     builtins = {b.name: b for b in bundle.builtins}
     secrets: dict[str, str] = {}
     for name, url in databases:
@@ -204,6 +242,6 @@ def project_bundle(
                 )
             secrets[env_name] = address.password
     try:
-        return build_bundle(bundle.connectors, list(builtins.values())), secrets
+        return build_bundle(connectors, list(builtins.values())), secrets
     except ConnectorError as exc:
         raise DevError(f"--db: {exc}") from None

@@ -69,6 +69,7 @@ class DevOptions:
     model: ModelChoice = ModelChoice()
     tool_env: Mapping[str, str] = field(default_factory=dict)  # --set NAME=VALUE: the Tool Pod's secrets
     databases: tuple[tuple[str, str], ...] = ()  # --db CONNECTOR=URL
+    connector_urls: tuple[tuple[str, str], ...] = ()  # --connector-url CONNECTOR=URL
 
 
 @dataclass
@@ -180,7 +181,12 @@ class DevStack:
         return env
 
     def _bundle(self) -> tuple[Any, dict[str, str]]:
-        return project_bundle(self.project, databases=self.options.databases, environ=self.environ)
+        return project_bundle(
+            self.project,
+            databases=self.options.databases,
+            connector_urls=self.options.connector_urls,
+            environ=self.environ,
+        )
 
     def _tool_secrets(self) -> dict[str, str]:
         """What only the Tool Pod holds (Decision 9): the model's key, --set values, --db passwords."""
