@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
-import os
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -25,8 +25,8 @@ from tests.integration.builtin.sql_corpus import PWNED, READS, TRICKS
 from tests.peers.servers import SqlServer
 
 ENV_NAME = "SHOP_DB_PASSWORD"
-_OUTCOMES: dict[str, Counter[str]] = {"postgres": Counter(), "mysql": Counter()}
-_FALSE_POSITIVES: dict[str, list[str]] = {"postgres": [], "mysql": []}
+WAL_NOISE_BYTES = 256 * 1024  # hint bits and autovacuum; one pg_logical_emit_message call writes ~5 MB
+LOCK_NAMES = ("ae_lock", "x", "a")
 
 PG_SCHEMA = [
     "CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL, price numeric(10,2) NOT NULL)",
@@ -34,9 +34,11 @@ PG_SCHEMA = [
     "deleted boolean DEFAULT false, created_by text DEFAULT 'ada', insert_ts timestamptz DEFAULT now())",
     "CREATE TABLE reviews (id serial PRIMARY KEY, comment text)",
     "CREATE TABLE numbers (n int PRIMARY KEY)",
+    "CREATE TABLE releases (id int PRIMARY KEY, release text)",
     "INSERT INTO items(name, price) VALUES ('apple', 3.5), ('pear', 12), (';', 1), ('b;c', 7)",
     "INSERT INTO orders(item_id, qty) VALUES (1, 2), (2, 1)",
     "INSERT INTO reviews(comment) VALUES ('good; really')",
+    "INSERT INTO releases VALUES (1, 'v1')",
     "INSERT INTO numbers SELECT generate_series(1, 10000)",
     "CREATE FUNCTION bump() RETURNS int LANGUAGE plpgsql VOLATILE AS "
     "$$ BEGIN INSERT INTO items(name, price) VALUES ('bumped', 0); RETURN 1; END $$",
@@ -49,9 +51,11 @@ MYSQL_SCHEMA = [
     "created_by varchar(20) DEFAULT 'ada', insert_ts timestamp DEFAULT CURRENT_TIMESTAMP)",
     "CREATE TABLE reviews (id int AUTO_INCREMENT PRIMARY KEY, comment text)",
     "CREATE TABLE numbers (n int PRIMARY KEY)",
+    "CREATE TABLE releases (id int PRIMARY KEY, `release` text)",
     "INSERT INTO items(name, price) VALUES ('apple', 3.5), ('pear', 12), (';', 1), ('b;c', 7)",
     "INSERT INTO orders(item_id, qty) VALUES (1, 2), (2, 1)",
     "INSERT INTO reviews(comment) VALUES ('good; really')",
+    "INSERT INTO releases VALUES (1, 'v1')",
     "INSERT INTO numbers SELECT seq FROM seq_1_to_10000",
     "CREATE FUNCTION bump() RETURNS INT MODIFIES SQL DATA "
     "BEGIN INSERT INTO items(name, price) VALUES ('bumped', 0); RETURN 1; END",
@@ -86,7 +90,7 @@ def pg(postgres: SqlServer) -> SqlServer:
     for statement in PG_SCHEMA:
         _pg_admin(postgres, statement)
     _pg_admin(postgres, f"ALTER TABLE items OWNER TO {postgres.user}")
-    for table in ("orders", "reviews", "numbers"):
+    for table in ("orders", "reviews", "numbers", "releases"):
         _pg_admin(postgres, f"ALTER TABLE {table} OWNER TO {postgres.user}")
     _pg_admin(postgres, f"ALTER FUNCTION bump() OWNER TO {postgres.user}")
     return postgres
@@ -174,34 +178,7 @@ def engine(
     yield request.param, _server(request.param, pg, maria)
 
 
-# The bypass corpus -------------------------------------------------------------------------------------
-
-
-def test_the_corpus_has_at_least_40_tricks() -> None:
-    assert len(TRICKS) >= 40
-    assert len({t.name for t in TRICKS}) == len(TRICKS)
-
-
-@pytest.mark.parametrize("trick", TRICKS, ids=[t.name for t in TRICKS])
-def test_no_trick_writes(engine: tuple[str, SqlServer], trick: Any) -> None:
-    kind, server = engine
-    before = snapshot(kind, server)
-    try:
-        outcome = call(connector(kind, server), f"{kind}.query", server, sql=trick.sql)
-        category = "ran, wrote nothing"
-    except BuiltinToolError as exc:
-        category = exc.category
-        assert server.password not in exc.explanation
-        outcome = exc.explanation
-    _OUTCOMES[kind][category] += 1
-    assert snapshot(kind, server) == before, f"{trick.name}: the database changed ({outcome})"
-    assert category in (
-        "query_refused",
-        "read_only_violation",
-        "query_error",
-        "forbidden",
-        "ran, wrote nothing",
-    )
+# The bypass corpus: see test_sql_corpus.py (one connection per engine, side effects checked) -------------
 
 
 def test_a_write_the_text_check_does_not_see_is_stopped_by_read_only(engine: tuple[str, SqlServer]) -> None:
@@ -211,7 +188,7 @@ def test_a_write_the_text_check_does_not_see_is_stopped_by_read_only(engine: tup
     assert caught.value.category == "read_only_violation"
 
 
-def test_data_modifying_cte_is_caught_by_the_keyword_check_first(pg: SqlServer) -> None:
+def test_data_modifying_cte_is_caught_by_the_parser_first(pg: SqlServer) -> None:
     with pytest.raises(BuiltinToolError) as caught:
         call(
             connector("postgres", pg),
@@ -220,7 +197,7 @@ def test_data_modifying_cte_is_caught_by_the_keyword_check_first(pg: SqlServer) 
             sql="WITH d AS (DELETE FROM items RETURNING *) SELECT * FROM d",
         )
     assert caught.value.category == "query_refused"
-    assert "DELETE" in caught.value.explanation
+    assert "DELETE is not allowed" in caught.value.explanation
 
 
 # Legitimate reads ----------------------------------------------------------------------------------------
@@ -228,24 +205,6 @@ def test_data_modifying_cte_is_caught_by_the_keyword_check_first(pg: SqlServer) 
 
 def _reads(kind: str) -> list[Any]:
     return [r for r in READS if r.dialect in ("both", kind)]
-
-
-@pytest.mark.parametrize("kind", ["postgres", "mysql"])
-def test_legitimate_reads(kind: str, pg: SqlServer, maria: SqlServer) -> None:
-    server = _server(kind, pg, maria)
-    refused: list[str] = []
-    for read in _reads(kind):
-        try:
-            result = call(
-                connector(kind, server), f"{kind}.query", server, sql=read.sql, params=list(read.params)
-            )
-        except BuiltinToolError as exc:
-            refused.append(f"{read.name}: {exc.category}: {exc.explanation}")
-            continue
-        assert result["row_count"] >= 0 and isinstance(result["columns"], list), read.name
-        json.dumps(result)
-    _FALSE_POSITIVES[kind] = refused
-    assert refused == []
 
 
 def test_semicolon_inside_strings_reads_the_right_rows(engine: tuple[str, SqlServer]) -> None:
@@ -375,12 +334,233 @@ def test_execute_refuses_chaining_and_transaction_control(engine: tuple[str, Sql
     assert snapshot(kind, server) == before
 
 
-def test_report(pg: SqlServer, maria: SqlServer) -> None:
-    """Prints the corpus figures (run with -s); always passes once the corpus ran."""
+# The corpora: tricks (0 writes, 0 side effects) and legitimate reads (0 refused), one connection each ----
+
+PG_PROBE = (
+    "SELECT current_setting('statement_timeout'), current_setting('ae.x', true), "
+    "current_setting('search_path'), current_setting('default_transaction_read_only'), "
+    "(SELECT count(*) FROM pg_prepared_statements), (SELECT count(*) FROM pg_cursors)"
+)
+MYSQL_PROBE = "SELECT LAST_INSERT_ID(), @ae, @p, @x, @@session.sql_mode, @@session.character_set_client"
+
+
+async def _pg_state(admin: Any, kind_snapshot: Any) -> dict[str, Any]:
+    return {
+        "contents": kind_snapshot,
+        "locks": await admin.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE pid <> pg_backend_pid() AND locktype <> 'virtualxid'"
+        ),
+        "advisory": await admin.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
+        "slots": await admin.fetchval("SELECT count(*) FROM pg_replication_slots"),
+        "lsn": await admin.fetchval("SELECT pg_current_wal_lsn()::text"),
+        "files": sorted(glob.glob(f"{PWNED}*")),
+    }
+
+
+async def _pg_snapshot(admin: Any) -> Any:
+    names = [
+        row[0]
+        for row in await admin.fetch(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+            "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1"
+        )
+    ]
+    contents = {
+        name: await admin.fetchval(
+            f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {name} t"  # noqa: S608 - names from the catalog
+        )
+        for name in names
+    }
+    sequence = tuple(await admin.fetchrow("SELECT last_value, is_called FROM items_id_seq"))
+    objects = await admin.fetchval("SELECT count(*) FROM pg_largeobject_metadata")
+    return names, contents, sequence, objects
+
+
+async def _pg_corpus(server: SqlServer) -> tuple[Counter[str], list[str], list[str]]:
+    admin = await asyncpg.connect(**server.admin)
+    victim = await asyncpg.connect(**server.admin)  # another client's session: it must survive every trick
+    victim_pid = await victim.fetchval("SELECT pg_backend_pid()")
+    conn = connector("postgres", server)
+    env = {ENV_NAME: server.password}
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+    try:
+        probe = (await conn.execute("postgres.query", {"sql": PG_PROBE}, env=env))["rows"]
+        for trick in TRICKS:
+            before = await _pg_state(admin, await _pg_snapshot(admin))
+            outcome = await _attempt(conn, "postgres", trick.sql, env, server)
+            outcomes[outcome] += 1
+            after = await _pg_state(admin, await _pg_snapshot(admin))
+            wal = await admin.fetchval(
+                "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::bigint",
+                after["lsn"],
+                before["lsn"],
+            )
+            if wal > WAL_NOISE_BYTES:
+                failures.append(f"{trick.name}: {wal} bytes of WAL written ({outcome})")
+            before.pop("lsn"), after.pop("lsn")
+            if after != before:
+                failures.append(f"{trick.name}: changed {_diff(before, after)} ({outcome})")
+            alive = await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", victim_pid)
+            if alive != 1:
+                failures.append(f"{trick.name}: another session was terminated ({outcome})")
+                victim = await asyncpg.connect(**server.admin)
+                victim_pid = await victim.fetchval("SELECT pg_backend_pid()")
+            state = (await conn.execute("postgres.query", {"sql": PG_PROBE}, env=env))["rows"]
+            if state != probe:
+                failures.append(f"{trick.name}: session state left for the next call: {state} ({outcome})")
+        refused = await _reads_refused(conn, "postgres", env)
+    finally:
+        await conn.aclose()
+        await victim.close()
+        await admin.close()
+    return outcomes, failures, refused
+
+
+def _maria_state(admin: Any) -> dict[str, Any]:
+    with admin.cursor() as cur:
+        tables = [row[0] for row in _fetch(cur, "SHOW TABLES")]
+        sums = _fetch(cur, f"CHECKSUM TABLE {', '.join(tables)}")
+        increments = sorted(
+            _fetch(
+                cur,
+                "SELECT table_name, auto_increment FROM information_schema.tables "
+                "WHERE table_schema = 'shop'",
+            )
+        )
+        writes = _fetch(
+            cur,
+            "SELECT variable_name, variable_value FROM information_schema.global_status WHERE variable_name "
+            "IN ('INNODB_ROWS_INSERTED', 'INNODB_ROWS_UPDATED', 'INNODB_ROWS_DELETED') ORDER BY 1",
+        )
+        locks = _fetch(cur, "SELECT " + ", ".join(f"IS_USED_LOCK('{name}')" for name in LOCK_NAMES))
+        sessions = _fetch(cur, "SELECT count(*) FROM information_schema.processlist WHERE user = 'agent'")
+    files = sorted(glob.glob(f"{PWNED}*"))
+    return {
+        "tables": tables,
+        "sums": sums,
+        "increments": increments,
+        "writes": writes,
+        "locks": locks,
+        "agent sessions": sessions,
+        "files": files,
+    }
+
+
+def _fetch(cur: Any, sql: str) -> Any:
+    cur.execute(sql)
+    return tuple(tuple(row) for row in cur.fetchall())
+
+
+def _settled_maria_state(admin: Any, before: dict[str, Any]) -> dict[str, Any]:
+    """The server notices a closed connection a moment later: give its locks and session time to go."""
+    deadline = time.monotonic() + 3
+    while True:
+        after = _maria_state(admin)
+        if after == before or time.monotonic() > deadline:
+            return after
+        time.sleep(0.05)
+
+
+async def _maria_corpus(server: SqlServer) -> tuple[Counter[str], list[str], list[str]]:
+    admin = pymysql.connect(**server.admin, autocommit=True)
+    victim = pymysql.connect(**server.admin, autocommit=True)
+    victim_id = victim.thread_id()
+    conn = connector("mysql", server)
+    env = {ENV_NAME: server.password}
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+    try:
+        probe = (await conn.execute("mysql.query", {"sql": MYSQL_PROBE}, env=env))["rows"]
+        for trick in TRICKS:
+            before = _maria_state(admin)
+            outcome = await _attempt(conn, "mysql", trick.sql, env, server)
+            outcomes[outcome] += 1
+            after = _settled_maria_state(admin, before)
+            if after != before:
+                failures.append(f"{trick.name}: changed {_diff(before, after)} ({outcome})")
+            with admin.cursor() as cur:
+                alive = _fetch(
+                    cur,
+                    f"SELECT count(*) FROM information_schema.processlist WHERE id = {int(victim_id)}",  # noqa: S608
+                )
+            if alive != ((1,),):
+                failures.append(f"{trick.name}: another session was killed ({outcome})")
+                victim = pymysql.connect(**server.admin, autocommit=True)
+                victim_id = victim.thread_id()
+            state = (await conn.execute("mysql.query", {"sql": MYSQL_PROBE}, env=env))["rows"]
+            if state != probe:
+                failures.append(f"{trick.name}: session state left for the next call: {state} ({outcome})")
+        refused = await _reads_refused(conn, "mysql", env)
+    finally:
+        await conn.aclose()
+        victim.close()
+        admin.close()
+    return outcomes, failures, refused
+
+
+def _diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return [key for key in before if before[key] != after.get(key)]
+
+
+async def _attempt(
+    conn: BuiltinConnector, kind: str, sql: str, env: dict[str, str], server: SqlServer
+) -> str:
+    try:
+        await conn.execute(f"{kind}.query", {"sql": sql}, env=env)
+    except BuiltinToolError as exc:
+        assert server.password not in exc.explanation
+        assert exc.category in ("query_refused", "read_only_violation", "query_error", "forbidden"), exc
+        return exc.category
+    except ToolArgumentError:
+        return "bad argument"
+    return "ran, changed nothing"
+
+
+async def _reads_refused(conn: BuiltinConnector, kind: str, env: dict[str, str]) -> list[str]:
+    refused: list[str] = []
+    for read in _reads(kind):
+        try:
+            result = await conn.execute(
+                f"{kind}.query", {"sql": read.sql, "params": list(read.params)}, env=env
+            )
+        except BuiltinToolError as exc:
+            refused.append(f"{read.name}: {exc.category}: {exc.explanation}")
+            continue
+        json.dumps(result)
+    return refused
+
+
+def test_the_corpora_are_large_enough() -> None:
+    assert len(TRICKS) >= 150 and len({t.name for t in TRICKS}) == len(TRICKS)
+    assert len(_reads("postgres")) >= 60 and len(_reads("mysql")) >= 60
+    names = {r.name for r in READS}
+    # every false positive the issue lists
+    for name in (
+        "replace() the function",
+        "INSERT() the MariaDB string function",
+        "column named comment",
+        "column named release",
+        "CAST AS CHAR CHARACTER SET",
+        "EXPLAIN",
+        "SHOW a setting",
+        "SHOW TABLES",
+        "TABLE t",
+        "VALUES (1)",
+        "DATE_FORMAT next to a parameter",
+    ):
+        assert name in names, name
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+def test_corpus_no_write_no_side_effect_no_false_positive(kind: str, pg: SqlServer, maria: SqlServer) -> None:
+    """Every trick against the real server: tables, sessions, locks, WAL, files and session state checked
+    after each; then every legitimate read must work."""
+    server = _server(kind, pg, maria)
+    outcomes, failures, refused = run(_pg_corpus(server) if kind == "postgres" else _maria_corpus(server))
     print(
-        f"\nSQL guard corpus: {len(TRICKS)} tricks x 2 engines; outcomes: "
-        f"postgres {dict(_OUTCOMES['postgres'])}, mysql {dict(_OUTCOMES['mysql'])}; legitimate reads: "
-        f"postgres {len(_reads('postgres'))}, mysql {len(_reads('mysql'))}; false positives: "
-        f"postgres {len(_FALSE_POSITIVES['postgres'])}, mysql {len(_FALSE_POSITIVES['mysql'])}"
+        f"\n{kind}: {len(TRICKS)} tricks, outcomes {dict(outcomes)}; "
+        f"{len(_reads(kind))} reads, {len(refused)} refused"
     )
-    assert not os.path.exists(PWNED)
+    assert failures == []
+    assert refused == []
