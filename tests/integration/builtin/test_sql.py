@@ -564,3 +564,50 @@ def test_corpus_no_write_no_side_effect_no_false_positive(kind: str, pg: SqlServ
     )
     assert failures == []
     assert refused == []
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+def test_test_connection_reports_a_superuser_and_names_the_fix(
+    kind: str, pg: SqlServer, maria: SqlServer
+) -> None:
+    server = _server(kind, pg, maria)
+    admin = server.admin
+    strong = (PostgresConnector if kind == "postgres" else MysqlConnector)(
+        {"host": admin["host"], "port": admin["port"], "database": admin["database"], "user": admin["user"]},
+        name="shop",
+        credentials={"password": ENV_NAME},
+    )
+    result = run(_tested(strong, {ENV_NAME: admin["password"]}))
+    assert not result.ok
+    assert result.detail.startswith("privileges: ") and "superuser" in result.detail
+    assert "GRANT SELECT" in result.detail
+    if admin["password"]:
+        assert admin["password"] not in result.detail
+
+
+def test_test_connection_reports_a_role_that_can_write_when_read_only(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    result = run(_tested(connector(kind, server, read_only=True), {ENV_NAME: server.password}))
+    assert not result.ok and result.detail.startswith("privileges: ") and "can write" in result.detail
+    assert server.password not in result.detail
+    # without read_only, the same role is fine (it is meant to run approved writes)
+    assert run(_tested(connector(kind, server), {ENV_NAME: server.password})).ok
+
+
+def test_a_read_only_role_passes_test_connection(pg: SqlServer, maria: SqlServer) -> None:
+    _pg_admin(pg, "CREATE ROLE agent_ro LOGIN PASSWORD 'ro-pass-1'")
+    _pg_admin(pg, "GRANT USAGE ON SCHEMA public TO agent_ro")
+    _pg_admin(pg, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO agent_ro")
+    _maria_admin(maria, "CREATE USER 'agent_ro'@'127.0.0.1' IDENTIFIED BY 'ro-pass-1'")
+    _maria_admin(maria, "GRANT SELECT, SHOW VIEW ON shop.* TO 'agent_ro'@'127.0.0.1'")
+    for kind, server in (("postgres", pg), ("mysql", maria)):
+        conn = connector(kind, server, user="agent_ro", read_only=True)
+        result = run(_tested(conn, {ENV_NAME: "ro-pass-1"}))
+        assert result.ok, result.detail
+
+
+def test_read_only_connector_refuses_execute(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    with pytest.raises(BuiltinToolError) as caught:
+        call(connector(kind, server, read_only=True), f"{kind}.execute", server, sql="DELETE FROM items")
+    assert caught.value.category == "query_refused"

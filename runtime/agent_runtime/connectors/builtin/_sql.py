@@ -24,6 +24,7 @@ from agent_runtime.connectors.framework import (
 )
 
 DEFAULT_LIMIT = 100
+PRIVILEGES = "privileges"  # test_connection's category for a role stronger than a read-only connector needs
 HARD_LIMIT = 1000
 MAX_CELL_CHARS = 10_000
 # What the server sends of one cell: one character more than is shown (so the cut is seen), or for MySQL,
@@ -82,6 +83,12 @@ def sql_config_schema(*, default_port: int) -> dict[str, Any]:
                 "default": DEFAULT_LIMIT,
             },
             "max_connections": {"type": "integer", "minimum": 1, "maximum": 32, "default": 4},
+            "read_only": {
+                "type": "boolean",
+                "default": False,
+                "description": "only `query`: `execute` is refused and test_connection reports a role "
+                "that can write",
+            },
         },
     }
 
@@ -151,13 +158,28 @@ class BaseSqlConnector(BuiltinConnector):
     secrets = {"password": "the database user's password"}
 
     async def test_connection(self, *, env: Mapping[str, str] | None = None) -> TestResult:
+        """Connects, then reports a role that is too strong (`privileges: ...`, naming the fix)."""
         try:
             await self._ping(env or self._env)
+            problems = await self._privilege_problems(env or self._env)
         except BuiltinToolError as exc:
             return TestResult(ok=False, detail=f"{exc.category}: {exc.explanation}")
+        if not self.config.get("read_only"):
+            problems = [p for p in problems if not p.startswith("can write")]
+        if problems:
+            found = "; ".join(problems)
+            return TestResult(
+                ok=False, detail=f"{PRIVILEGES}: user {self.config['user']!r} {found}. {self.read_only_fix}"
+            )
         return TestResult(
             ok=True, detail="connected and ran SELECT 1", discovered_tools=[t.name for t in self.tools]
         )
+
+    read_only_fix: ClassVar[str] = ""
+
+    async def _privilege_problems(self, env: Mapping[str, str]) -> list[str]:
+        """What the role may do that a query connector must not: superuser, file access, writes."""
+        raise NotImplementedError
 
     async def _call(self, tool: str, arguments: dict[str, Any], env: Mapping[str, str]) -> Any:
         sql: str = arguments["sql"]
@@ -179,6 +201,10 @@ class BaseSqlConnector(BuiltinConnector):
                 "row_count": len(rows),
                 "truncated": truncated,
             }
+        if self.config.get("read_only"):
+            raise BuiltinToolError(
+                QUERY_REFUSED, "this connector is read_only: execute is refused (use query to read)"
+            )
         try:
             check_single(sql, self.dialect)
         except SqlRefused as exc:

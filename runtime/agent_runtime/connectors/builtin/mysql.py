@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -156,6 +157,24 @@ class MysqlConnector(BaseSqlConnector):
             raise self._classify(exc) from None
         return {"status": "OK", "rows_affected": affected, "last_insert_id": last_id or None}
 
+    read_only_fix = (
+        "Fix: connect as a read-only user: CREATE USER 'agent_ro'@'%' IDENTIFIED BY '...'; "
+        "GRANT SELECT, SHOW VIEW ON shop.* TO 'agent_ro'@'%' (with your database for shop)"
+    )
+
+    async def _privilege_problems(self, env: Mapping[str, str]) -> list[str]:
+        try:
+            async with self._connection(env) as conn:
+                cursor = await conn.cursor()
+                await cursor.execute("SHOW GRANTS")
+                grants = [str(row[0]) for row in await cursor.fetchall()]
+                await cursor.close()
+        except BuiltinToolError:
+            raise
+        except Exception as exc:
+            raise self._classify(exc) from None
+        return grant_problems(grants)
+
     async def _ping(self, env: Mapping[str, str]) -> None:
         try:
             async with self._connection(env) as conn:
@@ -197,6 +216,28 @@ class MysqlConnector(BaseSqlConnector):
         if isinstance(exc, pymysql.err.MySQLError):
             return BuiltinToolError(QUERY_ERROR, f"the database refused the statement: {_message(exc)}")
         return BuiltinToolError("internal", f"the mysql call failed ({type(exc).__name__})")
+
+
+_GRANT = re.compile(r"^GRANT (?P<privileges>.+?) ON (?P<target>\S+) TO ", re.IGNORECASE)
+_WRITE_PRIVILEGES = ("ALL", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "INDEX", "TRIGGER")
+
+
+def grant_problems(grants: list[str]) -> list[str]:
+    """What SHOW GRANTS says the user may do that a query connector must not."""
+    problems: list[str] = []
+    for grant in grants:
+        match = _GRANT.match(grant)
+        if match is None:
+            continue
+        privileges = [p.strip().upper() for p in match["privileges"].split(",")]
+        everywhere = match["target"] == "*.*"
+        if everywhere and any(p in ("ALL", "ALL PRIVILEGES", "SUPER") for p in privileges):
+            problems.append("holds SUPER or ALL on *.* (a superuser)")
+        if everywhere and "FILE" in privileges:
+            problems.append("holds FILE (may read and write the server's files)")
+        if any(p.split(" ")[0] in _WRITE_PRIVILEGES for p in privileges):
+            problems.append(f"can write (GRANT {match['privileges']} ON {match['target']})")
+    return list(dict.fromkeys(problems))
 
 
 async def _stream_rows(conn: Any, cursor: Any, *, limit: int) -> tuple[list[Sequence[Any]], bool]:

@@ -150,6 +150,35 @@ class PostgresConnector(BaseSqlConnector):
             "returned": [list(map(str, r)) for r in rows[:100]],
         }
 
+    read_only_fix = (
+        "Fix: connect as a read-only role: CREATE ROLE agent_ro LOGIN PASSWORD '...'; "
+        "GRANT USAGE ON SCHEMA public TO agent_ro; GRANT SELECT ON ALL TABLES IN SCHEMA public TO agent_ro"
+    )
+
+    async def _privilege_problems(self, env: Mapping[str, str]) -> list[str]:
+        pool = await self._get_pool(env)
+        try:
+            async with pool.acquire() as conn:
+                role = await conn.fetchrow(_PG_ROLE)
+                writable = await conn.fetchval(_PG_WRITABLE)
+        except Exception as exc:
+            raise self._classify(exc) from None
+        problems = []
+        if role["rolsuper"]:
+            problems.append("is a superuser (bypasses READ ONLY, may read files and end other sessions)")
+        files = [
+            name
+            for name in ("read_server_files", "write_server_files", "execute_server_program")
+            if role[name]
+        ]
+        if files:
+            problems.append(f"holds file access ({', '.join('pg_' + f for f in files)})")
+        if role["signal_backend"]:
+            problems.append("holds pg_signal_backend (may cancel or end other sessions)")
+        if writable:
+            problems.append(f"can write ({writable} tables with INSERT, UPDATE, DELETE or TRUNCATE)")
+        return problems
+
     async def _ping(self, env: Mapping[str, str]) -> None:
         pool = await self._get_pool(env)
         try:
@@ -189,6 +218,21 @@ class PostgresConnector(BaseSqlConnector):
         if isinstance(exc, OSError | asyncpg.InterfaceError | ConnectionError):
             return BuiltinToolError("connection", f"{where} could not be reached ({type(exc).__name__})")
         return BuiltinToolError("internal", f"the postgres call failed ({type(exc).__name__})")
+
+
+_PG_ROLE = (
+    "SELECT rolsuper, pg_has_role('pg_read_server_files', 'MEMBER') AS read_server_files, "
+    "pg_has_role('pg_write_server_files', 'MEMBER') AS write_server_files, "
+    "pg_has_role('pg_execute_server_program', 'MEMBER') AS execute_server_program, "
+    "pg_has_role('pg_signal_backend', 'MEMBER') AS signal_backend FROM pg_roles WHERE rolname = current_user"
+)
+_PG_WRITABLE = (
+    "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+    "AND n.nspname NOT LIKE 'pg_toast%' AND (has_table_privilege(c.oid, 'INSERT') "
+    "OR has_table_privilege(c.oid, 'UPDATE') OR has_table_privilege(c.oid, 'DELETE') "
+    "OR has_table_privilege(c.oid, 'TRUNCATE'))"
+)
 
 
 def _type_name(data_type: Any) -> str:
