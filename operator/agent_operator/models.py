@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from agent_runtime.oe.limits import Limits
 from agent_runtime.oe.policy import ToolPolicy
+from agent_runtime.oe.usage import PriceTable
 
 GROUP = "agentengine.io"
 VERSION = "v1alpha1"
@@ -189,6 +190,7 @@ class AgentSpec(Spec):
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     limits: Limits = Field(default_factory=Limits)  # issue 34: enforced by the OE, from the registration
     notify: tuple[NotifySpec, ...] = ()  # issue 34: where reviews are announced
+    pricing: PriceTable | None = None  # issue 33: the Agent's model prices, over the chart's table
     components: Components = Field(default_factory=Components)
 
 

@@ -47,6 +47,7 @@ def registration_document(agent: Agent, *, token: str) -> AgentRegistration:
         tool_url=url("tool"),
         policy=agent.spec.tools,
         limits=agent.spec.limits,
+        prices=agent.spec.pricing,  # spec.pricing, over the OE's own table (issue 33)
     )
 
 

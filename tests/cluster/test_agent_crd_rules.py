@@ -35,6 +35,8 @@ KEY = {"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
         ),
         ({"llm": {"model": "m"}}, "needs llm.baseUrl"),
         ({"llm": {"baseUrl": "ftp://m.example"}}, "spec.llm.baseUrl"),
+        ({"pricing": {"models": {"m": {"input": -1, "output": 1}}}}, "spec.pricing.models.m.input"),
+        ({"pricing": {"models": {"m": {"input": 1}}}}, "spec.pricing.models.m.output"),
     ],
 )
 def test_contradictions_are_refused_naming_the_field(

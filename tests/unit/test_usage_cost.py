@@ -126,3 +126,31 @@ def test_prices_from_env_names_the_field() -> None:
     assert prices_from_env({}).models == {}
     with pytest.raises(ValueError, match=r"OE_PRICES: models\.m\.output"):
         prices_from_env({"OE_PRICES": '{"models": {"m": {"input": 1}}}'})
+
+
+def test_price_resolution_takes_the_agents_table_before_the_charts() -> None:
+    """spec.pricing over the chart's OE_PRICES: the Agent's named model first, then the chart's named
+    model, then the Agent's "*", then the chart's "*"; the Agent's currency is the table's."""
+    chart = PriceTable(
+        models={
+            "gpt-x": ModelPrice(input=2.0, output=8.0),
+            "named-by-chart": ModelPrice(input=3.0, output=3.0),
+            "*": ModelPrice(input=9.0, output=9.0),
+        }
+    )
+    agent = PriceTable(
+        currency="EUR",
+        models={
+            "gpt-x": ModelPrice(input=1.0, output=4.0, cached=0.25),
+            "*": ModelPrice(input=5.0, output=5.0),
+        },
+    )
+    table = chart.overridden_by(agent)
+    assert table.currency == "EUR"
+    assert table.price_of("gpt-x") == ModelPrice(input=1.0, output=4.0, cached=0.25)
+    assert table.price_of("named-by-chart") == ModelPrice(input=3.0, output=3.0)
+    assert table.price_of("unnamed") == ModelPrice(input=5.0, output=5.0)
+    assert chart.overridden_by(None).price_of("unnamed") == ModelPrice(input=9.0, output=9.0)
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000, cached_tokens=1_000_000)
+    assert cost(usage, "gpt-x", table) == pytest.approx(0.25 + 4.0)
+    assert cost(usage, "gpt-x", chart) == pytest.approx(2.0 + 8.0)

@@ -453,7 +453,9 @@ def build_oe_app(
     async def with_usage(record: ExecutionRecord) -> dict[str, Any]:
         """The client view with the execution's token usage and cost (summed from its audit)."""
         view = client_view(record)
-        used = usage_view(await engine.store.list_audit(record.execution_id), currency=engine.prices.currency)
+        reg = engine.registry.get(record.agent)  # the Agent's own pricing names its currency
+        currency = engine.prices.overridden_by(reg.prices if reg else None).currency
+        used = usage_view(await engine.store.list_audit(record.execution_id), currency=currency)
         if used is not None:
             view["usage"] = used
         return view

@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+from pydantic import ValidationError
+
 from agent_operator.models import Agent
 from agent_operator.registration import registration_secret_name, render_registration
 from agent_operator.settings import OperatorSettings, RenderSettings
@@ -56,3 +59,31 @@ def test_registrations_go_to_their_own_namespace_when_one_is_set() -> None:
     assert settings.oe_namespace == "platform"
     # Unset: the OE's namespace, as before.
     assert RenderSettings(oe_namespace="platform").registration_namespace == "platform"
+
+
+def test_the_agents_pricing_reaches_the_registration_the_oe_reads() -> None:
+    """spec.pricing (issue 33) is carried into the registration; unset, the registration has none."""
+    pricing = {"currency": "EUR", "models": {"support-model": {"input": 1.5, "output": 6, "cached": 0.5}}}
+    secret = render_registration(_agent(pricing=pricing), token=TOKEN, settings=RenderSettings())
+    reg = parse_registration(base64.b64decode(secret["data"][REGISTRATION_KEY]), source="test")
+    assert reg.prices is not None and reg.prices.currency == "EUR"
+    price = reg.prices.price_of("support-model")
+    assert price is not None and (price.input, price.output, price.cached) == (1.5, 6.0, 0.5)
+    plain = render_registration(_agent(), token=TOKEN, settings=RenderSettings())
+    assert parse_registration(base64.b64decode(plain["data"][REGISTRATION_KEY]), source="test").prices is None
+
+
+@pytest.mark.parametrize(
+    ("pricing", "path"),
+    [
+        ({"models": {"support-model": {"input": -1, "output": 1}}}, "pricing.models.support-model.input"),
+        ({"models": {"support-model": {"input": 1}}}, "pricing.models.support-model.output"),
+        ({"models": {"m": {"input": 1, "output": 1, "cahced": 1}}}, "pricing.models.m.cahced"),
+        ({"currency": " ", "models": {}}, "pricing.currency"),
+    ],
+)
+def test_a_bad_price_is_refused_naming_the_field(pricing: dict[str, object], path: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        _agent(pricing=pricing)
+    (error,) = refused.value.errors()
+    assert ".".join(str(part) for part in error["loc"]).endswith(path)
