@@ -6,7 +6,9 @@
   decisions), against the same baseline (target p50 under 0.2 ms); and, apart, the store round trips the
   OE adds per call for limits (one counter add, one rate slot) on SQLite;
 - the audit chain's cost per record on SQLite: the linked append (read the last record, hash, insert under
-  the unique (execution, seq)) plus the signed head (Ed25519 sign, one upsert), against a plain insert.
+  the unique (execution, seq)) plus the signed head (Ed25519 sign, one upsert), against a plain insert;
+- the export stream's cost per record (oe/audit_export.py): what the append path pays (a JSONL line, the
+  OTLP queue's put) and what the OTLP worker pays off it (protobuf encoding, per record of a 256 batch).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from agent_runtime.audit_chain import signed_head
 from agent_runtime.execution_token import StatementSigner, generate_private_key_pem
+from agent_runtime.oe.audit_export import JsonlExport, OtlpLogsExport, encode_request
 from agent_runtime.oe.conditions import compile_condition, facts
 from agent_runtime.oe.limits import Limits, check_call, check_day, rate_windows
 from agent_runtime.oe.policy import ToolPolicy, decide
@@ -141,6 +144,43 @@ async def _limits_io(directory: Path) -> dict[str, list[float]]:
     return out
 
 
+def _export(directory: Path) -> dict[str, list[float]]:
+    line = AuditRecord(
+        execution_id="e-1",
+        step=3,
+        agent="team-a/pay",
+        workspace_id="team-a.pay",
+        kind="tool",
+        tool="stripe.create_refund",
+        args={"amount": 20_000, "currency": "EUR"},
+        decision="allow",
+        at=1.0e9,
+        seq=3,
+        prev_hash="ab" * 32,
+        hash="cd" * 32,
+    ).model_dump(mode="json")
+    jsonl = JsonlExport(directory / "audit.jsonl")
+    # An endpoint nobody listens on, one attempt: the queue's put is what is measured, not the sending.
+    otlp = OtlpLogsExport("http://127.0.0.1:9", attempts=1, max_queue=RECORDS * 2)
+    out: dict[str, list[float]] = {"jsonl": [], "enqueue": [], "encode": []}
+    try:
+        for _ in range(RECORDS):
+            started = time.perf_counter()
+            jsonl.write(line)
+            out["jsonl"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            otlp.write(line)
+            out["enqueue"].append(time.perf_counter() - started)
+        batch = [line] * 256
+        for _ in range(50):
+            started = time.perf_counter()
+            encode_request(batch)
+            out["encode"].append((time.perf_counter() - started) / len(batch))
+    finally:
+        otlp.close(timeout_s=1)
+    return out
+
+
 def main() -> None:
     timings = _decisions()
     names, condition, limited = (_p50_us(timings[k]) for k in ("names", "condition", "with_limits"))
@@ -157,6 +197,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-policy-") as tmp:
         audit = asyncio.run(_audit(Path(tmp)))
         io = asyncio.run(_limits_io(Path(tmp)))
+        export = _export(Path(tmp))
     plain, linked, head = (_p50_us(audit[k]) for k in ("plain", "linked", "signed_head"))
     print(f"{RECORDS} audit records on SQLite, p50 per record:")
     print(f"  plain insert (before)                        {plain:8.1f} us")
@@ -169,6 +210,11 @@ def main() -> None:
     print(
         f"limits' store round trips per call on SQLite, p50: counter add {_p50_us(io['add_usage']):.1f} us, "
         f"rate slot {_p50_us(io['rate_slot']):.1f} us"
+    )
+    print(
+        f"the export stream per record, p50: JSONL line {_p50_us(export['jsonl']):.1f} us, OTLP queue put "
+        f"{_p50_us(export['enqueue']):.1f} us (on the append path); OTLP protobuf encoding "
+        f"{_p50_us(export['encode']):.1f} us (the worker's)"
     )
     print("  within targets" if condition < 50 and limited < 200 else "  OVER TARGET")
 
