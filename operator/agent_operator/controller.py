@@ -27,7 +27,9 @@ Watches: Agents and Connectors; the metadata (never the data) of every ConfigMap
 referenced one created late is noticed within seconds; the operator's own children (label
 `app.kubernetes.io/managed-by=agent-engine-operator`), so a hand edit is reverted when it happens. Secret
 values are never read into logs, status, Events or hashes: a referenced Secret rolls its pods through a
-checksum of its resourceVersion; only its key names are read.
+checksum of its resourceVersion; only its key names are read. The one exception is spec.notify's Secrets
+(a webhook's HMAC key, a slack Connector's token): their values go into the OE's registration only
+(publisher.py, notify_targets.py).
 """
 
 from __future__ import annotations
