@@ -19,6 +19,7 @@ from agent_operator.models import Agent, Connector
 from agent_operator.notify_targets import notify_document, notify_targets
 from agent_runtime.oe.audit_export import EXPORT_FILE_ENV, OTLP_ENDPOINT_ENV, OTLP_HEADERS_ENV
 from agent_runtime.oe.limiter import DEFAULT_LIMITS_ENV
+from agent_runtime.oe.usage import PRICES_ENV
 from tests.conftest import REPO_ROOT, free_port
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, PLANTED, RUNTIME_TOKEN, Platform
 from tests.peers.otlp_logs_receiver import LogsReceiver, running_logs_receiver
@@ -54,12 +55,15 @@ POLICY = {
         },
     ],
 }
+# The price table (the chart's pricing, per million tokens): what a model call costs.
+PRICES = {"currency": "USD", "models": {"loop-model": {"input": 2.0, "output": 8.0, "cached": 0.5}}}
 # The chart's namespace-wide defaults (oe.limits -> OE_DEFAULT_LIMITS): the Agent sets no
 # maxStepsPerExecution, so the default's 8 holds for it; its own toolCallsPerMinuteByTool wins over the
 # default's.
 DEFAULT_LIMITS = {"maxStepsPerExecution": 8, "toolCallsPerMinuteByTool": {"key_of_call": 1000}}
 LIMITS = {
-    "maxTokensPerUserPerDay": 5,
+    # A cent's thousandth a day per user, in the price table's currency: one model call spends more.
+    "maxCostPerUserPerDay": 0.00001,
     "toolCallsPerMinuteByTool": {"key_of_call": 5},
 }
 
@@ -142,6 +146,8 @@ def platform(
                 OTLP_ENDPOINT_ENV: logs_receiver.endpoint,
                 OTLP_HEADERS_ENV: f"x-api-key={OTLP_API_KEY}",
                 DEFAULT_LIMITS_ENV: json.dumps(DEFAULT_LIMITS),
+                # The price table (the chart's pricing): a model call's cost, which the day's budget counts.
+                PRICES_ENV: json.dumps(PRICES),
             }
         )
         yield loop
@@ -348,7 +354,7 @@ def test_a_runaway_agent_stops_at_max_steps_per_execution(platform: Platform) ->
     assert refused["detail"] == {"limit": "maxStepsPerExecution", "value": 8, "figure": 9}
 
 
-def test_a_users_daily_token_budget_stops_new_executions_and_says_when_it_resets(platform: Platform) -> None:
+def test_a_users_daily_cost_budget_stops_new_executions_and_says_when_it_resets(platform: Platform) -> None:
     with platform.client() as client:
         first = client.post(
             "/invoke",
@@ -359,10 +365,14 @@ def test_a_users_daily_token_budget_stops_new_executions_and_says_when_it_resets
             },
         )
         assert first.status_code == 202, first.text
-        # Its first model call used more than the 5 tokens a day: its next call is refused.
+        # Its first model call cost more than the day's budget (priced by the table): its next is refused.
         view = platform.wait(first.json()["execution_id"], "failed", "completed")
         assert view["status"] == "failed" and view["error"]["category"] == "budget_exceeded", view
-        assert "maxTokensPerUserPerDay" in view["error"]["explanation"]
+        assert "maxCostPerUserPerDay" in view["error"]["explanation"]
+        spent = [
+            r["cost"] for r in platform.audit(view["execution_id"]) if r["kind"] == "llm" and r.get("cost")
+        ]
+        assert spent and spent[0] > 0.00001
         again = client.post(
             "/invoke", json={"agent": AGENT, "user_id": "spender", "input": {"mode": "llm", "text": "hi"}}
         )
@@ -371,8 +381,8 @@ def test_a_users_daily_token_budget_stops_new_executions_and_says_when_it_resets
         )
     assert again.status_code == 429, again.text
     body = again.json()
-    assert body["error"] == "budget_exceeded" and body["limit"] == "maxTokensPerUserPerDay"
-    assert body["figure"] >= 5 and body["value"] == 5
+    assert body["error"] == "budget_exceeded" and body["limit"] == "maxCostPerUserPerDay"
+    assert body["figure"] == pytest.approx(sum(spent)) and body["value"] == 0.00001
     midnight = (int(time.time()) // 86400 + 1) * 86400
     assert body["resets_at"] == midnight
     assert time.strftime("%Y-%m-%dT00:00:00Z", time.gmtime(midnight)) in body["detail"]
