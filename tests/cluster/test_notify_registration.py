@@ -1,7 +1,8 @@
 """Issue 34's `spec.notify` through the real API server and operator: the CRD refuses a target missing what
 its type needs (naming it), and the operator carries each target into the OE's registration with its Secret
 values (the webhook's HMAC key, the slack Connector's bot token), republishing when a Secret changes; the
-values reach no log, condition or Event."""
+values reach no log, condition or Event. A CEL condition that does not compile is refused at reconcile
+with its path (a False Ready and a Warning Event), applying nothing."""
 
 from __future__ import annotations
 
@@ -151,3 +152,27 @@ def test_the_operator_carries_spec_notify_into_the_registration_and_republishes_
     assert "spec.notify[0].signingSecretRef" in refused["message"]
     said = json.dumps([api.get("agents", "notified"), api.events("notified")]) + operator.process.output()
     assert all(value not in said for value in (HOOK_KEY, HOOK_KEY_ROTATED, SLACK_KEY))
+
+
+def test_a_condition_that_does_not_compile_is_refused_at_reconcile_with_its_path(
+    api: Api, start_operator: Callable[..., RunningOperator]
+) -> None:
+    start_operator(resync_seconds=30)
+    apply_all(api, manifests(api.namespace))
+    body = manifests(api.namespace)["agent"]
+    body["metadata"]["name"] = "bad-cel"
+    body["spec"]["tools"] = {
+        "denyWhen": [{"tool": "refund", "when": "args.amount > 1"}, {"tool": "x", "when": "args.amount >"}]
+    }
+    api.must_apply(body)  # the schema takes any string: CEL is compiled by the operator, as the OE will
+    refused = wait_for(
+        "Ready=False PolicyConditionInvalid",
+        lambda: (c := api.condition("bad-cel")).get("reason") == "PolicyConditionInvalid" and c,
+    )
+    assert refused["status"] == "False" and "spec.tools.denyWhen[1].when" in refused["message"]
+    event = wait_for(
+        "the Warning Event",
+        lambda: next((e for e in api.events("bad-cel") if e["reason"] == "PolicyConditionInvalid"), None),
+    )
+    assert event["type"] == "Warning" and "spec.tools.denyWhen[1].when" in event["message"]
+    assert api.get("deployments", "bad-cel-aer") is None  # bad input applies nothing
