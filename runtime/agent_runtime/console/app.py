@@ -36,6 +36,8 @@ from agent_runtime.console.pages import View, oidc_done_page, shell_page, sign_i
 from agent_runtime.console.sessions import COOKIE, LOGIN_COOKIE, Session, SessionStore, cookie_header
 from agent_runtime.oe.client_auth import Caller, ClientAuth, ReviewUnavailable, route_need, unavailable_body
 from agent_runtime.oe.engine import Orchestrator
+from agent_runtime.oe.store.console_sessions import ConsoleSessionRows
+from agent_runtime.oe.store.unavailable import RETRY_AFTER_S, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +96,9 @@ class Console:
         oidc: OIDCSettings | None = None,
     ) -> None:
         self.auth = auth
-        self.sessions = sessions or SessionStore()
+        # In the OE's store when it keeps session rows, so every replica sharing it knows each session.
+        rows = engine.store if isinstance(engine.store, ConsoleSessionRows) else None
+        self.sessions = sessions or SessionStore(rows)
         self.oidc = OIDCClient(oidc) if oidc is not None else None
         self.logins = PendingLogins()
         self.data = ConsoleData(engine=engine, auth=auth, namespaces=namespaces)
@@ -136,11 +140,11 @@ class Console:
 
     # sessions -------------------------------------------------------------------------------------------
 
-    def session(self, request: Request) -> Session | None:
-        return self.sessions.get(request.cookies.get(COOKIE))
+    async def session(self, request: Request) -> Session | None:
+        return await self.sessions.get(request.cookies.get(COOKIE))
 
     async def home(self, request: Request) -> Response:
-        target = "/console/inbox" if self.session(request) is not None else "/console/sign-in"
+        target = "/console/inbox" if await self.session(request) is not None else "/console/sign-in"
         return RedirectResponse(target, status_code=303)
 
     def _sign_in_answer(self, *, message: str = "", status: int = 200) -> Response:
@@ -205,7 +209,7 @@ class Console:
                 f"audience {audiences}.",
                 401,
             )
-        session_id, _ = self.sessions.create(token=token, username=caller.identity.username)
+        session_id, _ = await self.sessions.create(token=token, username=caller.identity.username)
         response = JSONResponse({"next": "/console/inbox"}, headers={"cache-control": "no-store"})
         response.headers.append(
             "set-cookie", cookie_header(COOKIE, session_id, max_age=int(self.sessions.ttl_s))
@@ -217,10 +221,10 @@ class Console:
 
     async def sign_out(self, request: Request) -> Response:
         """Ends the session (the page's script sends this session's CSRF token in the header)."""
-        session = self.session(request)
+        session = await self.session(request)
         if session is not None and not session.csrf_matches(request.headers.get(CSRF_HEADER)):
             return _error(403, "csrf", "sign-out needs this session's CSRF token from a console page")
-        self.sessions.drop(request.cookies.get(COOKIE))
+        await self.sessions.drop(request.cookies.get(COOKIE))
         response = JSONResponse({"next": "/console/sign-in"})
         response.headers.append("set-cookie", cookie_header(COOKIE, "", max_age=0))
         return response
@@ -273,7 +277,7 @@ class Console:
                 message="The identity provider's token was not accepted by the cluster for this OE.",
                 status=401,
             )
-        session_id, _ = self.sessions.create(token=id_token, username=caller.identity.username)
+        session_id, _ = await self.sessions.create(token=id_token, username=caller.identity.username)
         # A page, not a redirect: this response ends a cross-site navigation, and the SameSite=Strict session
         # cookie rides only on the same-site navigation the page's script starts.
         response = HTMLResponse(oidc_done_page(), headers={"cache-control": "no-store"})
@@ -289,7 +293,7 @@ class Console:
 
     def page(self, name: str, title: str) -> Callable[[Request], Awaitable[Response]]:
         async def render(request: Request) -> Response:
-            session = self.session(request)
+            session = await self.session(request)
             if session is None:
                 return RedirectResponse("/console/sign-in", status_code=303)
             view = View(page=name, title=title, execution_id=request.path_params.get("execution_id", ""))
@@ -313,7 +317,7 @@ class Console:
         self, handler: Callable[[Request, Caller], Awaitable[dict[str, Any]]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def answered(request: Request) -> Response:
-            session = self.session(request)
+            session = await self.session(request)
             if session is None:
                 return _error(
                     401, "signed_out", "the console session ended; sign in again at /console/sign-in"
@@ -321,7 +325,7 @@ class Console:
             try:
                 caller = await self.auth.authenticate(session.token)
                 if caller is None:
-                    self.sessions.drop(request.cookies.get(COOKIE))
+                    await self.sessions.drop(request.cookies.get(COOKIE))
                     return _error(
                         401, "signed_out", "the session's token is no longer accepted; sign in again"
                     )
@@ -377,7 +381,7 @@ class Console:
     async def gateway(self, scope: Scope, receive: Receive, send: Send, *, inner: ASGIApp) -> None:
         """Forward `/console/api/<route>` to the client route `<route>` with the session's bearer token."""
         request = Request(scope, receive)
-        session = self.session(request)
+        session = await self.session(request)
         method = str(scope["method"]).upper()
         path = str(scope["path"])[len(API_PREFIX) :] or "/"
         if session is None:
@@ -418,15 +422,30 @@ class ConsoleMiddleware:
             await self.app(scope, receive, send)
             return
 
+        started = False
+
         async def secured(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message = {**message, "headers": with_security_headers(list(message.get("headers", [])))}
             await send(message)
 
-        if path.startswith(API_PREFIX + "/"):
-            await self.console.gateway(scope, receive, secured, inner=self.app)
-        else:
-            await self.console.router(scope, receive, secured)
+        try:
+            if path.startswith(API_PREFIX + "/"):
+                await self.console.gateway(scope, receive, secured, inner=self.app)
+            else:
+                await self.console.router(scope, receive, secured)
+        except StoreUnavailable:
+            if started:
+                raise
+            # The sessions are in the store: while it is away no session can be looked up.
+            answer = JSONResponse(
+                unavailable_body("the OE's store is unavailable, so the session cannot be checked; retry"),
+                status_code=503,
+                headers={"retry-after": str(RETRY_AFTER_S)},
+            )
+            await answer(scope, receive, secured)
 
 
 def mount_console(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from agent_runtime.console.app import STATIC_DIR, console_enabled
 from agent_runtime.console.headers import CSP, with_security_headers
 from agent_runtime.console.pages import View, shell_page, sign_in_page
-from agent_runtime.console.sessions import SessionStore, cookie_header
+from agent_runtime.console.sessions import MemorySessionRows, SessionStore, _key, cookie_header
+from agent_runtime.oe.store import SqliteStore
 from tests.cluster.controlplane import cache_root, pinned_versions
 from tests.unit.test_chart_render import one, pod, render
 
@@ -23,40 +25,85 @@ class Clock:
         return self.now
 
 
-def test_a_session_is_found_by_its_cookie_value_only_until_it_expires() -> None:
-    clock = Clock()
-    store = SessionStore(ttl_s=60, clock=clock)
-    session_id, session = store.create(token="secret-bearer", username="alice")
-    assert store.get(session_id) == session
-    assert session.token not in session_id and len(session_id) >= 43
-    assert store.get(session_id + "x") is None and store.get(None) is None and store.get("a" * 500) is None
-    # The table keys sessions by the cookie value's digest: the value itself is not kept.
-    assert session_id.encode() not in repr(store._sessions).encode()
-    clock.now += 61
-    assert store.get(session_id) is None
-    assert len(store) == 0
+def _sqlite(tmp_path: Path) -> SqliteStore:
+    return SqliteStore(tmp_path / "oe.db")
 
 
-def test_sessions_are_bounded_oldest_first_and_dropped_on_sign_out() -> None:
-    store = SessionStore(max_sessions=2)
-    first, _ = store.create(token="t1", username="a")
-    second, _ = store.create(token="t2", username="b")
-    store.get(first)  # recently used: kept
-    third, _ = store.create(token="t3", username="c")
-    assert store.get(second) is None
-    assert store.get(first) is not None and store.get(third) is not None
-    store.drop(first)
-    assert store.get(first) is None
+def test_a_session_is_found_by_its_cookie_value_only_until_it_expires(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        db = _sqlite(tmp_path)
+        await db.open()
+        try:
+            store = SessionStore(db, ttl_s=60, clock=clock)
+            assert store.shared
+            session_id, session = await store.create(token="secret-bearer", username="alice")
+            assert await store.get(session_id) == session
+            assert session.token not in session_id and len(session_id) >= 43
+            assert await store.get(session_id + "x") is None
+            assert await store.get(None) is None and await store.get("a" * 500) is None
+            # The store keys a session by the cookie value's digest and holds the token sealed under a key
+            # derived from it: neither the cookie value nor the token is in the file.
+            await db.close()
+            raw = await asyncio.to_thread(lambda: b"".join(f.read_bytes() for f in tmp_path.iterdir()))
+            assert session_id.encode() not in raw and b"secret-bearer" not in raw
+            await db.open()
+            assert await store.get(session_id) == session  # and it outlives the process's memory
+            clock.now += 61
+            assert await store.get(session_id) is None
+            await store.create(token="t2", username="bob")  # a new session prunes the expired row
+            assert await db.prune_console_sessions(now=clock.now + 1, limit=10) == 0  # alice's went
+            assert await db.prune_console_sessions(now=clock.now + 61, limit=10) == 1  # bob's, expired
+        finally:
+            await db.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_session_row_does_not_open_without_its_cookie(tmp_path: Path) -> None:
+    """A row copied under another cookie's key (a store dump replayed) unseals to nothing."""
+
+    async def scenario() -> None:
+        rows = MemorySessionRows()
+        store = SessionStore(rows)
+        first, _ = await store.create(token="t-first", username="a")
+        second, _ = await store.create(token="t-second", username="b")
+        stolen = await rows.get_console_session(_key(first), now=0)
+        assert stolen is not None
+        await rows.put_console_session(stolen.model_copy(update={"key": _key(second)}))
+        assert await store.get(second) is None
+        assert await store.get(first) is not None
+
+    asyncio.run(scenario())
+
+
+def test_memory_sessions_are_bounded_oldest_first_and_dropped_on_sign_out() -> None:
+    async def scenario() -> None:
+        store = SessionStore(MemorySessionRows(max_sessions=2))
+        assert not store.shared
+        first, _ = await store.create(token="t1", username="a")
+        second, _ = await store.create(token="t2", username="b")
+        await store.get(first)  # recently used: kept
+        third, _ = await store.create(token="t3", username="c")
+        assert await store.get(second) is None
+        assert await store.get(first) is not None and await store.get(third) is not None
+        await store.drop(first)
+        assert await store.get(first) is None
+
+    asyncio.run(scenario())
 
 
 def test_csrf_tokens_differ_per_session_and_compare_exactly() -> None:
-    store = SessionStore()
-    _, one_session = store.create(token="t", username="a")
-    _, other = store.create(token="t", username="a")
-    assert one_session.csrf != other.csrf
-    assert one_session.csrf_matches(one_session.csrf)
-    assert not one_session.csrf_matches(other.csrf)
-    assert not one_session.csrf_matches(None) and not one_session.csrf_matches("")
+    async def scenario() -> None:
+        store = SessionStore()
+        _, one_session = await store.create(token="t", username="a")
+        _, other = await store.create(token="t", username="a")
+        assert one_session.csrf != other.csrf
+        assert one_session.csrf_matches(one_session.csrf)
+        assert not one_session.csrf_matches(other.csrf)
+        assert not one_session.csrf_matches(None) and not one_session.csrf_matches("")
+
+    asyncio.run(scenario())
 
 
 def test_the_cookie_is_httponly_secure_and_strict() -> None:

@@ -46,6 +46,7 @@ from agent_runtime.oe.store.codec import (
 )
 from agent_runtime.oe.store.mongo_deliveries import MongoDeliveries
 from agent_runtime.oe.store.mongo_ledger import MongoLedger
+from agent_runtime.oe.store.mongo_sessions import MongoSessions
 from agent_runtime.oe.store.replicas import ferretdb_refusal
 from agent_runtime.protocol import CallOutcome
 
@@ -94,7 +95,7 @@ def _step_record(doc: Document) -> StepRecord:
     return StepRecord.model_validate(doc)
 
 
-class MongoStore(MongoLedger, MongoDeliveries):
+class MongoStore(MongoLedger, MongoDeliveries, MongoSessions):
     """`Store` over a MongoDB database; `uri` may hold credentials and never appears in messages."""
 
     def __init__(self, uri: str, database: str, *, replicas: int = 1) -> None:
@@ -163,6 +164,7 @@ class MongoStore(MongoLedger, MongoDeliveries):
         await self._col("events").create_index([("at", ASCENDING)], name="retention_by_at")
         await self._create_delivery_indexes()
         await self._create_ledger_indexes()
+        await self._create_session_indexes()
 
     async def close(self) -> None:
         client, self._client, self._db = self._client, None, None

@@ -40,6 +40,7 @@ from agent_runtime.oe.store.postgres_schema import (
     check_version,
     pending,
 )
+from agent_runtime.oe.store.postgres_sessions import PostgresSessions
 from agent_runtime.oe.store.unavailable import StoreUnavailable
 from agent_runtime.protocol import CallOutcome
 
@@ -152,7 +153,7 @@ def _step(fields: str) -> StepRecord:
     return StepRecord.model_validate_json(_assemble(fields))
 
 
-class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases):
+class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, PostgresSessions):
     """`Store` over a PostgreSQL database; `dsn` may hold credentials and never appears in messages."""
 
     def __init__(

@@ -15,6 +15,7 @@ columns that are compared or indexed (status, agent, created_at, a step's state)
 from __future__ import annotations
 
 from agent_runtime.oe.store.postgres_ledger import LEDGER_MIGRATION
+from agent_runtime.oe.store.postgres_sessions import SESSION_MIGRATION
 
 SCHEMA_VERSION_TABLE = "oe_schema_version"
 # Any constant shared by every OE: the key of the advisory lock migrations run under.
@@ -91,6 +92,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 3: the audit's hash chain and its signed heads, usage counters, rate-limit slots (issue 34)
     LEDGER_MIGRATION,
+    # 4: console sessions, shared by every replica (console/sessions.py, issue 30)
+    SESSION_MIGRATION,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
