@@ -47,6 +47,8 @@ POLICY = {
     "deny": [
         # Errors at run time for text "boom" (no such argument): fails closed.
         {"tool": "shout", "when": "args.text == 'boom' && args.missing > 1"},
+        # Builds a string of copies of a caller's string per item: stopped by the cost limit too.
+        {"tool": "shout", "when": "has(args.s) && args.items.map(a, args.s + args.s + args.s).size() > 0"},
         # Comprehensions three deep over a caller's list: stopped by the cost limit before it runs.
         {
             "tool": "shout",
@@ -325,6 +327,7 @@ def test_a_condition_that_errors_or_costs_too_much_denies_and_the_audit_says_why
     execution_id = platform.invoke(
         calls(
             ("shout", {"text": "boom"}),
+            ("shout", {"text": "y", "items": list(range(200)), "s": "x" * 200_000}),
             ("shout", {"text": "x", "items": list(range(300))}),
             ("shout", {"text": "ok"}),
         )
@@ -332,12 +335,13 @@ def test_a_condition_that_errors_or_costs_too_much_denies_and_the_audit_says_why
     view = platform.wait(execution_id)
     assert view["status"] == "completed", view
     results = view["result"]["results"]
-    assert results[2] == {"loud": "OK"}  # the condition holds for neither: it runs
+    assert results[3] == {"loud": "OK"}  # the condition holds for none: it runs
     records = tool_audit(platform, execution_id)
-    assert [r["decision"] for r in records] == ["deny", "deny", "allow"]
+    assert [r["decision"] for r in records] == ["deny", "deny", "deny", "allow"]
     assert "deny[0].when" in records[0]["reason"] and "could not be evaluated" in records[0]["reason"]
     assert "no such key" in records[0]["reason"].lower() or "missing" in records[0]["reason"]
     assert "deny[1].when" in records[1]["reason"] and "estimated cost" in records[1]["reason"]
+    assert "deny[2].when" in records[2]["reason"] and "estimated cost" in records[2]["reason"]
 
 
 def test_a_runaway_agent_stops_at_max_steps_per_execution(platform: Platform) -> None:
