@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 # The literal tool name that marks an LLM call on `/tool/execute` (Decision 3).
 INVOKE_LLM = "invoke_llm"
@@ -139,6 +139,14 @@ class SuspendReply(BaseModel):
 
 # LangGraph's stream modes a client may ask for (`stream_mode` on /invoke, as LangGraph's server takes it).
 StreamMode = Literal["values", "updates", "messages", "custom"]
+# LangGraph's modes the platform does not publish: `events` is `astream_events`, whose callback events
+# (every runnable's start and end, inputs included) would bypass the result redaction and size cap.
+REFUSED_STREAM_MODES = {
+    "events": "LangGraph's astream_events",
+    "debug": "LangGraph's debug stream",
+    "tasks": "LangGraph's task stream",
+    "checkpoints": "LangGraph's checkpoint stream",
+}
 
 
 class AERExecuteRequest(Request):
@@ -337,6 +345,20 @@ class InvokeRequest(Request):
     stream: bool = False
     stream_mode: list[StreamMode] | StreamMode | None = None
     step_results: bool = True
+
+    @field_validator("stream_mode", mode="before")
+    @classmethod
+    def _offered_modes(cls, value: Any) -> Any:
+        # LangGraph's other modes: a clear refusal naming what to ask for instead (issue 32).
+        asked = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        refused = [mode for mode in asked if mode in REFUSED_STREAM_MODES]
+        if refused:
+            raise ValueError(
+                f"stream mode {refused[0]!r} ({REFUSED_STREAM_MODES[refused[0]]}) is not offered; ask for "
+                "values, updates, messages or custom (a model's tokens: messages, or stream: true for "
+                "llm_delta events)"
+            )
+        return value
 
     def stream_modes(self) -> list[str]:
         """The stream modes asked for, once each, in the order given."""

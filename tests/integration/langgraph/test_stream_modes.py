@@ -230,3 +230,21 @@ def test_another_agents_runtime_token_cannot_publish_into_the_execution(
     assert {"planted": "by-owner"} in planted
     assert all(p.get("planted") not in ("by-attacker", "not asked") for p in planted)
     assert all(kind != "values" for kind, _, _ in events)
+
+
+def test_astream_events_and_langgraphs_other_modes_are_refused_naming_what_to_ask_for(
+    platform: Platform,
+) -> None:
+    """`stream_mode: "events"` (LangGraph's `astream_events`) is not offered: a 400 naming the field, the
+    mode and the modes to ask for instead, never a run that streams nothing."""
+    body = {"agent": AGENT, "input": TASK, "session_id": f"streamed-{uuid.uuid4().hex[:12]}"}
+    with platform.client() as client:
+        for modes in ("events", ["messages", "events"], ["debug"]):
+            response = client.post("/invoke", json={**body, "stream_mode": modes})
+            assert response.status_code == 400, response.text
+            (problem,) = response.json()["detail"]
+            assert problem["field"] == "stream_mode", problem
+            assert "is not offered" in problem["problem"] and "messages" in problem["problem"], problem
+        assert "astream_events" in client.post("/invoke", json={**body, "stream_mode": "events"}).text
+        executions = client.get("/executions", params={"agent": AGENT}).json()
+    assert not any(e.get("session_id") == body["session_id"] for e in executions.get("items", []))
