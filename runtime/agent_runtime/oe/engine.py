@@ -94,6 +94,7 @@ class Orchestrator:
         # Model deltas, step results in events, each event-stream client's buffer (issue 32).
         self.streaming = streaming or StreamSettings()
         self.events.subscribers.limit = self.streaming.subscriber_buffer
+        self.events.retain(self.streaming.retention)  # old stream events go (oe/event_retention.py)
         self.instance_id = instance_id or uuid.uuid4().hex
         self.ctx = EngineContext(
             store=store,
