@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent_runtime.oe.limit_holds import raised
 from agent_runtime.oe.limits import (
     DAY_S,
     Limits,
@@ -97,8 +98,9 @@ class Limiter:
     async def check_call(
         self, reg: AgentRegistration, record: ExecutionRecord, usage: dict[str, float], *, is_llm: bool
     ) -> Refusal | None:
-        """The execution's and the day's limits, before the call runs."""
-        limits = self.limits_of(reg)
+        """The execution's and the day's limits, before the call runs (as a reviewer raised them for this
+        execution, onExceed: suspend)."""
+        limits = raised(self.limits_of(reg), record.reviews)
         if limits.empty:
             return None
         refusal = check_call(limits, usage, is_llm=is_llm)

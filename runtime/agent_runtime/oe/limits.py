@@ -43,7 +43,9 @@ class Limits(BaseModel):
     max_concurrent_executions: int | None = Field(default=None, ge=1)
     max_concurrent_executions_per_user: int | None = Field(default=None, ge=1)
     on_limit: Literal["reject"] = "reject"  # what /invoke does over maxConcurrentExecutions
-    on_exceed: Literal["fail"] = "fail"  # what a limit reached mid-run does to the execution
+    # What a limit reached mid-run does: fail the execution, or hold the call for a reviewer who may raise
+    # the limit for this execution (oe/limit_holds.py).
+    on_exceed: Literal["fail", "suspend"] = "fail"
 
     def merged_over(self, defaults: Limits | None) -> Limits:
         """These limits, each unset one taken from `defaults` (the namespace-wide values)."""

@@ -65,6 +65,7 @@ class Recorder:
         answer: ToolExecuteAnswer | None = None,
         executed_args: dict[str, Any] | None = None,
         partial_text: str | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         """One step's audit record (and its span's attributes)."""
         asked: Any = call.messages if call.is_llm else call.args
@@ -109,6 +110,7 @@ class Recorder:
             cost=cost_of,
             # A stopped stream's text as its client saw it (issue 32), cut like any audited value.
             partial_text=audit_value(partial_text, secrets=secrets) if partial_text else None,
+            **({"detail": detail} if detail is not None else {}),
         )
 
     def step_event(

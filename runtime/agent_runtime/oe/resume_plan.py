@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent_runtime.oe.holds import APPROVAL_REQUIRED, INTERRUPT, value_problem
+from agent_runtime.oe.limit_holds import LIMIT, raised_to
+from agent_runtime.oe.limit_holds import value_problem as limit_value_problem
 from agent_runtime.oe.store.base import ExecutionRecord, Identity, Review
 from agent_runtime.protocol import AGENT_SUSPEND, ExecutionState, ReviewDecision, SuspendReply
 
@@ -25,13 +27,19 @@ def problem(kind: str, review: ReviewDecision) -> tuple[str, str] | None:
     """(field, why) when the decision does not fit the hold, else None: a 400 naming the field."""
     if review.args is not None and review.decision != "approved":
         return "args", "edited arguments go with an approved decision only; drop args, or approve"
+    if review.args is not None and kind == LIMIT:
+        return (
+            "args",
+            "this execution waits on a limit, not on the approval of a call: an approval raises the limit "
+            "and the held call runs as it was asked; drop args",
+        )
     if review.args is not None and kind != APPROVAL_REQUIRED:
         return (
             "args",
             "this execution waits on app.suspend, not on the approval of a call, so there are no held "
             "arguments to edit; drop args",
         )
-    refusal = value_problem(kind, review)
+    refusal = limit_value_problem(review) if kind == LIMIT else value_problem(kind, review)
     if refusal is not None:
         return "value", refusal
     return None
@@ -70,7 +78,7 @@ def review_entry(
 
 def executed(suspension: dict[str, Any] | None, review: ReviewDecision) -> Any:
     """What runs because of the decision, for the audit: the approved call's arguments (the reviewer's
-    edit or the held ones), an approved interrupt's value, or None."""
+    edit or the held ones), an approved interrupt's value, a raised limit, or None."""
     held = suspension or {}
     kind = hold_kind(held)
     if review.decision != "approved":
@@ -79,6 +87,9 @@ def executed(suspension: dict[str, Any] | None, review: ReviewDecision) -> Any:
         return review.args if review.args is not None else held.get("args")
     if kind == INTERRUPT:
         return {"value": review.value}
+    if kind == LIMIT:
+        payload = held.get("payload") if isinstance(held.get("payload"), dict) else {}
+        return {"limit": payload.get("limit"), "raised_to": raised_to(payload, review.value)}
     return None
 
 

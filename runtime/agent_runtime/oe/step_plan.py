@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from agent_runtime.oe.deadlines import stamp
 from agent_runtime.oe.holds import APPROVAL_REQUIRED, agent_hold_kind, decided_answer
+from agent_runtime.oe.limit_holds import LIMIT, limit_hold, refusal_of
 from agent_runtime.oe.limits import Refusal
 from agent_runtime.oe.policy import Decision, Outcome
 from agent_runtime.oe.replay import Replay, ReplayDecision
@@ -90,7 +91,7 @@ class Plan:
     decision: str  # the audit record's decision
     outcome: CallOutcome | None = None  # CACHED, FINISH: the step's outcome
     reason: str | None = None  # DENY, DIVERGED: why
-    refusal: Refusal | None = None  # REFUSE: the limit reached
+    refusal: Refusal | None = None  # REFUSE, a limit hold: the limit reached
     tool: str = ""  # the tool that runs (the held one for an approved call)
     args: dict[str, Any] | None = None  # the arguments that run, when a reviewer approved them
     llm: dict[str, Any] | None = None  # a held model request, run once approved
@@ -143,6 +144,17 @@ def refuse(refusal: Refusal) -> Plan:
     return Plan(Act.REFUSE, decision="refused", reason=refusal.message, refusal=refusal)
 
 
+def limited(call: ToolExecuteRequest, refusal: Refusal, *, on_exceed: str) -> Plan:
+    """A limit reached before the call runs: refused (the execution fails, onExceed: fail) or held for a
+    reviewer who may raise it for this execution (onExceed: suspend)."""
+    if on_exceed != "suspend":
+        return refuse(refusal)
+    llm = llm_request(call).model_dump(mode="json") if call.is_llm else None
+    held = limit_hold(call, refusal, llm=llm)
+    outcome = CallOutcome(status="suspend", result=held)
+    return Plan(Act.FINISH, decision="limit", outcome=outcome, refusal=refusal)
+
+
 def agent_suspend(call: ToolExecuteRequest) -> Plan:
     """`app.suspend` in agent code: held at its step like an approval; answered later by the human."""
     reason = call.args.get("reason")
@@ -193,7 +205,11 @@ def settled(held_step: StepRecord, review: Review) -> Plan | None:
     reviewer's error for a rejected call), or None when an approved call must now run."""
     assert held_step.outcome is not None
     held = held_step.outcome.result if isinstance(held_step.outcome.result, dict) else {}
-    if held.get("kind") != APPROVAL_REQUIRED:
+    if held.get("kind") == LIMIT and review.decision == "rejected":
+        # Not raised: the execution fails with the limit's category, as onExceed: fail would have.
+        refusal = refusal_of(held, notes=review.reviewer_notes)
+        return Plan(Act.REFUSE, decision="rejected", reason=refusal.message, refusal=refusal)
+    if held.get("kind") not in (APPROVAL_REQUIRED, LIMIT):
         # `app.suspend` (in a tool or in agent code): the step's answer is the human's decision.
         answer = decided_answer(
             kind=review.kind,

@@ -41,7 +41,7 @@ from agent_runtime.oe.step_plan import (
     cached,
     diverged,
     diverged_message,
-    refuse,
+    limited,
     replayed,
     reported_outcome,
     same_outcome,
@@ -233,8 +233,9 @@ class Steps:
         if entry is None and not call.is_llm:
             return unknown_tool(call.tool)
         usage = await self.limiter.count_call(caller, record, is_llm=call.is_llm)
+        on_exceed = self.limiter.limits_of(caller).on_exceed
         if (refusal := await self.limiter.check_call(caller, record, usage, is_llm=call.is_llm)) is not None:
-            return refuse(refusal)
+            return limited(call, refusal, on_exceed=on_exceed)
         decision = decide(
             caller.policy,
             tool=call.tool,
@@ -252,7 +253,7 @@ class Steps:
         if held_or_denied is not None:
             return held_or_denied
         if not call.is_llm and (refusal := await self.limiter.take_rate(caller, tool=call.tool)) is not None:
-            return refuse(refusal)
+            return limited(call, refusal, on_exceed=on_exceed)
         return allowed(call, entry, prior=found.prior, runs=record.runs)
 
     # settle -------------------------------------------------------------------------------------------
@@ -327,7 +328,7 @@ class Steps:
                 step=call.step,
                 tool=call.tool,
                 llm_id=call.llm_id,
-                decision="refused",
+                decision=plan.decision,
                 reason=refusal.message,
                 route="none",
                 error_category=refusal.category,
@@ -345,6 +346,8 @@ class Steps:
             answer=answer,
             executed_args=plan.args,
             partial_text=ran.partial_text,
+            # A call held at a limit (onExceed: suspend) is audited with the limit and the figure.
+            detail=refusal_detail(plan.refusal) if plan.refusal is not None else None,
         )
         if plan.act is Act.DENY:
             data = {"tool": call.tool, "status": "denied"}

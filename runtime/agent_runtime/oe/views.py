@@ -7,6 +7,7 @@ from typing import Any
 
 from agent_runtime.oe.audit import redact_value
 from agent_runtime.oe.holds import APPROVAL_REQUIRED, INTERRUPT
+from agent_runtime.oe.limit_holds import LIMIT
 from agent_runtime.oe.store.base import ExecutionRecord
 from agent_runtime.protocol import ExecutionState
 
@@ -80,7 +81,8 @@ def review_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
         "asks": asks,
         "decisions": decisions,
         "may_edit_args": asks["kind"] == APPROVAL_REQUIRED,
-        "may_send_value": asks["kind"] == INTERRUPT,
+        # An interrupt's resume value, or a limit raised for this execution (onExceed: suspend).
+        "may_send_value": asks["kind"] in (INTERRUPT, LIMIT),
         "resume": f"/api/v1/projects/{record.project_id}/executions/{record.execution_id}/resume",
     }
 

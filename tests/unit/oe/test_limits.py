@@ -113,8 +113,9 @@ def test_an_agents_limits_override_the_namespace_defaults_field_by_field() -> No
     )
     with pytest.raises(ValueError, match=r"maxStepsPerExecution|max_steps"):
         Limits.model_validate({"maxStepsPerExecution": 0})
+    assert Limits.model_validate({"onExceed": "suspend"}).on_exceed == "suspend"  # oe/limit_holds.py
     with pytest.raises(ValueError, match=r"onExceed|on_exceed"):
-        Limits.model_validate({"onExceed": "suspend"})  # not built yet: refused, never ignored
+        Limits.model_validate({"onExceed": "pause"})  # no such behaviour: refused, never ignored
 
 
 @pytest.mark.parametrize(
