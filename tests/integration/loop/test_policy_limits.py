@@ -67,6 +67,7 @@ LIMITS = {
     # A cent's thousandth a day per user, in the price table's currency: one model call spends more.
     "maxCostPerUserPerDay": 0.00001,
     "toolCallsPerMinuteByTool": {"key_of_call": 5},
+    "maxConcurrentExecutionsPerUser": 1,  # pending or running; a suspended one waits for a human, not a slot
 }
 
 
@@ -392,6 +393,36 @@ def test_a_users_daily_cost_budget_stops_new_executions_and_says_when_it_resets(
     assert time.strftime("%Y-%m-%dT00:00:00Z", time.gmtime(midnight)) in body["detail"]
     assert 0 < int(again.headers["retry-after"]) <= 86400
     assert other.status_code == 202  # another user's budget is their own
+
+
+def test_a_users_second_execution_at_once_is_a_429_with_retry_after(platform: Platform) -> None:
+    gate = platform.tmp / "busy-gate"
+    task = {"agent": AGENT, "user_id": "busy", "input": calls(("wait_for_file", {"path": str(gate)}))}
+    with platform.client() as client:
+        first = client.post("/invoke", json=task)
+        assert first.status_code == 202, first.text
+        platform.wait(first.json()["execution_id"], "running")
+        again = client.post("/invoke", json=task)
+        other = client.post(
+            "/invoke", json={**task, "user_id": "idle", "input": calls(("shout", {"text": "x"}))}
+        )
+        gate.write_text("go")
+        platform.wait(first.json()["execution_id"], "completed", "failed")
+        after = client.post("/invoke", json={**task, "input": calls(("shout", {"text": "y"}))})
+    assert again.status_code == 429, again.text
+    body = again.json()
+    # The figure is what it would be with this one: two at once, where one is allowed.
+    assert (body["error"], body["limit"], body["value"], body["figure"]) == (
+        "rate_limited",
+        "maxConcurrentExecutionsPerUser",
+        1,
+        2,
+    )
+    assert "wait for one to finish" in body["detail"]
+    assert int(again.headers["retry-after"]) >= 1
+    assert other.status_code == 202  # another user's executions are their own
+    assert after.status_code == 202, after.text  # the slot is free once the first ended
+    platform.wait(after.json()["execution_id"])
 
 
 def test_tool_calls_per_minute_holds_across_two_oe_replicas_sharing_a_store(platform: Platform) -> None:
