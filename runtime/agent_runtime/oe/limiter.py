@@ -9,6 +9,7 @@ A refusal says which limit, its value and the figure, and the category the execu
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +30,8 @@ from agent_runtime.oe.limits import (
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.store.base import ExecutionRecord, Store
 from agent_runtime.protocol import ExecutionState
+
+logger = logging.getLogger(__name__)
 
 # How long an execution's counters are kept: long past any execution's life.
 _EXECUTION_HORIZON_S = 30 * DAY_S
@@ -63,24 +66,47 @@ class Limiter:
     def limits_of(self, reg: AgentRegistration) -> Limits:
         return reg.limits.merged_over(self._defaults)
 
-    async def admit(self, reg: AgentRegistration, *, user_id: str | None) -> None:
-        """Before `/invoke` creates an execution: the day's budgets and the executions at once."""
+    async def admit(self, reg: AgentRegistration, *, user_id: str | None) -> bool:
+        """Before `/invoke` creates an execution: the day's budgets and the executions at once. True: it
+        must wait, queued (onLimit: queue, over the limit or behind executions queued before it)."""
         limits = self.limits_of(reg)
         if limits.empty:
-            return
+            return False
         now = self._clock()
         refusal = await self._day_refusal(limits, reg.agent, user_id, now)
-        if refusal is None and (
-            limits.max_concurrent_executions or limits.max_concurrent_executions_per_user
-        ):
-            agent_running, user_running = await self._running(reg.agent, user_id)
-            refusal = check_concurrency(
-                limits,
-                agent_running=agent_running,
-                user_running=user_running if limits.max_concurrent_executions_per_user else None,
-            )
+        if refusal is None:
+            if limits.on_limit == "queue" and await self._queued(reg.agent):
+                return True  # first in, first out: nobody overtakes an execution already waiting
+            refusal = await self.room(reg, user_id=user_id)
+            if refusal is not None and limits.on_limit == "queue":
+                return True
         if refusal is not None:
+            logger.info(
+                "invoke of %s refused (user %s): spec.limits.%s is %s, figure %s",
+                reg.agent,
+                user_id,
+                refusal.limit,
+                refusal.value,
+                refusal.figure,
+            )
             raise LimitReached(refusal)
+        return False
+
+    async def room(self, reg: AgentRegistration, *, user_id: str | None) -> Refusal | None:
+        """The executions-at-once limits (the Agent's, the user's) for one more execution; None: room."""
+        limits = self.limits_of(reg)
+        if not (limits.max_concurrent_executions or limits.max_concurrent_executions_per_user):
+            return None
+        agent_running, user_running = await self._running(reg.agent, user_id)
+        return check_concurrency(
+            limits,
+            agent_running=agent_running,
+            user_running=user_running if limits.max_concurrent_executions_per_user else None,
+        )
+
+    async def _queued(self, agent: str) -> bool:
+        page = await self._store.list_executions(agent=agent, status=ExecutionState.QUEUED, limit=1)
+        return bool(page.items)
 
     async def count_call(
         self, reg: AgentRegistration, record: ExecutionRecord, *, is_llm: bool
