@@ -433,6 +433,12 @@ class Operator:
         stored = await self.status.write("Agent", *key, previous=previous, status=status)
         if stored is not None and key in self.agents:
             self.agents[key] = {**self.agents[key], "status": stored}
+            if outcome.registration == "":
+                # The registration carries the Agent's conditions and bundle digest (the console shows
+                # them): republished with the status just written; unchanged content writes nothing.
+                await self.registrations.publish(
+                    Agent.from_body(self.agents[key]), known_token=self._known_token(key)
+                )
         if (event := warning_event(previous, outcome.problem)) is not None:
             await self.events.post(body, kind="Agent", reason=event[0], message=event[1])
         ready = next((c for c in status["conditions"] if c["type"] == READY), {})

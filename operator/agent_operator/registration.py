@@ -17,6 +17,7 @@ from agent_operator.models import Agent
 from agent_operator.render import AGENT_LABEL, MANAGED_BY, MODES, component_name
 from agent_operator.settings import RenderSettings
 from agent_runtime import contract
+from agent_runtime.oe.agent_status import status_summary
 from agent_runtime.oe.registration import REGISTRATION_KEY, REGISTRATION_LABEL, AgentRegistration
 
 AGENT_NAMESPACE_LABEL = "agentengine.io/agent-namespace"
@@ -60,7 +61,10 @@ def render_registration(
     document["notify"] = notify or []
     # Unset limits and notify targets stay out: the document is what it was for an Agent without them.
     document["limits"] = agent.spec.limits.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-    for empty in ("limits", "notify"):
+    # The Agent's status as last written (conditions, bundle digest): the console's Agents page shows it.
+    summary = status_summary(agent.status)
+    document["status"] = summary.model_dump(mode="json", by_alias=True) if summary is not None else None
+    for empty in ("limits", "notify", "status"):
         if not document.get(empty):
             document.pop(empty, None)
     document["token"] = token  # the dump masks a SecretStr; the OE needs the value

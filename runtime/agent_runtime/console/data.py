@@ -196,4 +196,6 @@ def _agent_view(reg: AgentRegistration, surface: list[dict[str, Any]] | None) ->
         "policy": reg.policy.model_dump(mode="json", by_alias=True),
         "tools": tools,
         "tools_listed_by_aer": surface is not None,
+        # Conditions and bundle digest as the operator last wrote them on the Agent (None: none carried).
+        "status": reg.status.model_dump(mode="json", by_alias=True) if reg.status is not None else None,
     }

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field
 from pydantic.alias_generators import to_camel
 
 from agent_runtime.execution_token import Audience, Purpose, StatementSigner
+from agent_runtime.oe.agent_status import AgentStatusSummary
 from agent_runtime.oe.limits import Limits
 from agent_runtime.oe.notify import NotifyTarget
 from agent_runtime.oe.policy import ToolPolicy, policy_problems
@@ -50,6 +51,8 @@ class AgentRegistration(BaseModel):
     # spec.limits (oe/limits.py) and where reviews are announced (spec.notify, oe/notify.py): issue 34.
     limits: Limits = Limits()
     notify: tuple[NotifyTarget, ...] = ()
+    # The Agent's conditions and bundle digest as the operator last wrote them (oe/agent_status.py).
+    status: AgentStatusSummary | None = None
     # Tokens this Agent held before its current one, each with the (monotonic) time its grace period ends;
     # set by the Registry, never read from a document (see `tokens`).
     _retired: tuple[tuple[SecretStr, float], ...] = PrivateAttr(default=())

@@ -87,3 +87,31 @@ def test_a_bad_price_is_refused_naming_the_field(pricing: dict[str, object], pat
         _agent(pricing=pricing)
     (error,) = refused.value.errors()
     assert ".".join(str(part) for part in error["loc"]).endswith(path)
+
+
+def test_the_registration_carries_the_agents_conditions_and_bundle_digest() -> None:
+    """The console's Agents page shows them (issue 30); an Agent without a status carries none."""
+    body = agent_body()
+    plain = json.loads(
+        base64.b64decode(
+            render_registration(Agent.from_body(body), token=TOKEN, settings=RenderSettings())["data"][
+                REGISTRATION_KEY
+            ]
+        )
+    )
+    assert "status" not in plain
+    body["status"] = {
+        "observedGeneration": 3,
+        "bundle": {"digest": "ab" * 32, "toolCount": 2, "configMaps": ["x"]},
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "AllComponentsReady", "message": "ok",
+             "observedGeneration": 3, "lastTransitionTime": "2026-12-02T04:00:00Z"},
+        ],
+    }  # fmt: skip
+    secret = render_registration(Agent.from_body(body), token=TOKEN, settings=RenderSettings())
+    reg = parse_registration(base64.b64decode(secret["data"][REGISTRATION_KEY]), source="test")
+    assert reg.status is not None and reg.status.bundle_digest == "ab" * 32
+    assert reg.status.observed_generation == 3
+    ready = reg.status.conditions[0]
+    assert (ready.type, ready.status, ready.reason) == ("Ready", "True", "AllComponentsReady")
+    assert ready.last_transition_time == "2026-12-02T04:00:00Z"

@@ -883,6 +883,19 @@
     setStatus(`${answer.data.records.length} records`);
   }
 
+  function agentStatus(status) {
+    // The Agent's conditions and bundle digest as the operator last wrote them (carried in the registration).
+    if (!status) return [el("h3", { text: "Status" }), el("p", { class: "hint", id: "no-status", text: "No status yet: the operator has not reported on this Agent (or this OE reads registrations from files)." })];
+    const rows = (status.conditions || []).map((c) =>
+      el("tr", { dataset: { condition: c.type } }, el("td", { text: c.type }), el("td", { class: c.status === "True" ? "ok" : "bad", text: c.status }), el("td", { text: c.reason }), el("td", { text: c.message }), el("td", { text: c.lastTransitionTime }))
+    );
+    return [
+      el("h3", { text: "Status" }),
+      el("p", {}, "Bundle digest: ", el("code", { class: "bundle-digest", text: status.bundleDigest || "none" }), status.observedGeneration ? ` · generation ${status.observedGeneration}` : ""),
+      el("div", { class: "scroll" }, el("table", { class: "conditions" }, el("thead", {}, el("tr", {}, ...["Condition", "Status", "Reason", "Message", "Since"].map((h) => el("th", { text: h })))), el("tbody", {}, ...rows))),
+    ];
+  }
+
   async function agentsPage() {
     clearMain("Agents and connectors");
     const params = new URLSearchParams(window.location.search);
@@ -917,7 +930,7 @@
             el("h3", { text: "Tools" }),
             agent.tools_listed_by_aer ? null : el("p", { class: "hint", text: "The AER did not list its tools just now: the registration's are shown." }),
             el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "Tool" }), el("th", { text: "Runs" }), el("th", { text: "Description" }))), el("tbody", {}, ...rows))),
-            el("p", { class: "hint", text: "Conditions and the bundle digest are on the Agent resource (kubectl get agent); the OE holds only its registration." })
+            ...agentStatus(agent.status)
           )
         );
       }
