@@ -17,6 +17,7 @@ from starlette.responses import StreamingResponse
 from agent_runtime.logging_config import log_context
 from agent_runtime.protocol import INVOKE_LLM_PATH, CallOutcome, InvokeLLMRequest, LLMDelta
 from agent_runtime.servers.llm_calls import LLMCallService
+from agent_runtime.servers.model_spans import traced_model_call
 from agent_runtime.servers.recent_calls import RecentCalls
 
 NDJSON = "application/x-ndjson"
@@ -43,7 +44,8 @@ def streamed_llm_call(
                     execution_id=call.execution_id,
                     step=call.step,
                     body=body,
-                    run=lambda: service.invoke(call, on_delta=on_delta),
+                    # The same model span as a whole answer's: the stream's usage chunk sets its tokens.
+                    run=lambda: traced_model_call(call, lambda: service.invoke(call, on_delta=on_delta)),
                 )
             lines.put_nowait(b'{"outcome":' + _outcome_json(outcome) + b"}\n")
         finally:

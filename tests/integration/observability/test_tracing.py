@@ -54,6 +54,8 @@ def _platform(
     llm_peer: RunningLLMPeer,
     provider_url: str,
     observe: dict[str, str],
+    *,
+    memory: bool = False,
 ) -> ObservedPlatform:
     return ObservedPlatform(
         tmp=tmp_path,
@@ -62,6 +64,7 @@ def _platform(
         provider_url=provider_url,
         policy={"requireApproval": ["transfer"]},
         observe={"OE_PRICES": json.dumps(PRICES), **observe},
+        memory=memory,
     ).start()
 
 
@@ -74,7 +77,7 @@ def platform(
     jaeger: Jaeger,
 ) -> ObservedPlatform:
     observe = {"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
-    return _platform(tmp_path, spawn, llm_peer, provider_url, observe)
+    return _platform(tmp_path, spawn, llm_peer, provider_url, observe, memory=True)
 
 
 @pytest.fixture
@@ -121,7 +124,13 @@ def _complete(trace: dict[str, Any]) -> bool:
     model_calls = [s for s in trace["spans"] if s["operationName"] == "chat main"]
     # Five model spans: the OE's three steps (two fresh, one replayed) and the Tool Pod's two calls. Each
     # process exports on its own schedule: waiting for fewer could read the trace before the Tool Pod's last.
-    return len(runs) == 2 and len(model_calls) >= 5 and any(n.startswith("tool POST /execute") for n in names)
+    memory = any(n.startswith("memory POST") for n in names)
+    return (
+        len(runs) == 2
+        and len(model_calls) >= 5
+        and any(n.startswith("tool POST /execute") for n in names)
+        and memory
+    )
 
 
 def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
@@ -136,7 +145,7 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
     with platform.client() as client:
         response = client.post(
             "/invoke",
-            json={"agent": AGENT, "input": {"mode": "llm", "text": "send 5"}},
+            json={"agent": AGENT, "input": {"mode": "llm", "text": "send 5", "remember": "wants receipts"}},
             headers={"traceparent": f"00-{trace_id}-{client_span}-01"},
         )
         assert response.status_code == 202, response.text
@@ -159,6 +168,7 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
         "agent-engine-oe",
         "agent-engine-aer",
         "agent-engine-tool",
+        "agent-engine-memory",
     }
     # The execution is a child of the client's span; both runs are children of the execution.
     (execution,) = _named(spans, f"execution {AGENT}")
@@ -176,6 +186,13 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
     aer_runs = [s for s in spans.values() if s["operationName"].startswith("aer POST /execute")]
     chains = sorted(_ancestors(spans, s)[:1] for s in aer_runs)
     assert chains == [["run 1"], ["run 2 (resume)"]], chains
+    # The agent's note to its Memory server (written again by the resumed run, which starts the agent's code
+    # over): each Memory server span is under that run's AER request.
+    memory_writes = [s for s in spans.values() if s["operationName"].startswith("memory POST")]
+    assert {_service(trace, s) for s in memory_writes} == {"agent-engine-memory"}
+    memory_chains = sorted(_ancestors(spans, s)[:2] for s in memory_writes)
+    assert [chain[1] for chain in memory_chains] == ["run 1", "run 2 (resume)"], memory_chains
+    assert all(chain[0].startswith("aer POST /execute") for chain in memory_chains), memory_chains
 
     # The steps: the OE's step spans sit under the AER's requests, with the OE's decisions.
     transfers = _named(spans, "execute_tool transfer")
@@ -221,6 +238,45 @@ def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
     assert usage["cost"] == pytest.approx(expected)
     audit_usage = [r["usage"] for r in platform.audit(execution_id) if r["kind"] == "llm" and r["usage"]]
     assert sum(u["input_tokens"] for u in audit_usage) >= usage["input_tokens"]
+
+
+def test_a_streamed_model_call_has_the_model_span_with_its_usage(
+    platform: ObservedPlatform, llm_peer: RunningLLMPeer, jaeger: Jaeger
+) -> None:
+    """The streaming route (POST /invoke_llm with stream, NDJSON): the Tool Pod's model span under the OE's
+    step, the usage from the stream's usage chunk on both, the provider's HTTP call under it."""
+    llm_peer.push(Turn.answer("streamed words for the span"))
+    trace_id = secrets.token_hex(16)
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={"agent": AGENT, "input": {"mode": "astream", "text": "go"}, "stream": True},
+            headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"},
+        )
+        assert response.status_code == 202, response.text
+        execution_id = response.json()["execution_id"]
+    assert platform.wait(execution_id, "completed", "failed")["status"] == "completed"
+
+    def complete(trace: dict[str, Any]) -> bool:
+        services = {_service(trace, s) for s in trace["spans"] if s["operationName"] == "chat main"}
+        return services == {"agent-engine-oe", "agent-engine-tool"} and any(
+            s["operationName"] == "POST 127.0.0.1" for s in trace["spans"]
+        )
+
+    trace = jaeger.wait_for(trace_id, complete)
+    spans = _spans(trace)
+    (step,) = [s for s in _named(spans, "chat main") if _service(trace, s) == "agent-engine-oe"]
+    (model,) = [s for s in _named(spans, "chat main") if _service(trace, s) == "agent-engine-tool"]
+    assert _parent(model) == step["spanID"]
+    for span in (step, model):
+        tags = _tags(span)
+        assert tags["gen_ai.operation.name"] == "chat"
+        assert tags["gen_ai.request.model"] == "loop-model"
+        assert tags["gen_ai.usage.input_tokens"] > 0 and tags["gen_ai.usage.output_tokens"] > 0
+    assert _tags(step)["agent.usage.cost"] > 0
+    (call,) = [s for s in spans.values() if _parent(s) == model["spanID"]]
+    assert call["operationName"] == "POST 127.0.0.1" and _tags(call)["http.response.status_code"] == 200
+    assert "streamed words" not in json.dumps(trace)  # the answer is never an attribute
 
 
 def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

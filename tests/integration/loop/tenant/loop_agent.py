@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_runtime.llm import ChatCompletionsModel
 from agent_runtime.sdk import App, RequestContext, idempotency_key, tool_loop
+from agent_runtime.sdk.memory import MemoryClient
 
 app = App("loop-agent")
 
@@ -114,6 +115,8 @@ def build(ctx: RequestContext) -> Any:
     async def run(task: dict[str, Any]) -> Any:
         mode = task.get("mode", "llm")
         if mode == "llm":
+            if task.get("remember"):  # a note to the Agent's Memory server first (AGENTIC_MEMORY_URL)
+                await MemoryClient.from_env().write(task["remember"], namespace="notes")
             messages = [{"type": "human", "content": task["text"]}]
             final = await tool_loop(llm, messages, tools=list(ctx.tools))
             return {"answer": final["content"]}
