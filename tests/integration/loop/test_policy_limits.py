@@ -421,8 +421,7 @@ def test_a_users_second_execution_at_once_is_a_429_with_retry_after(platform: Pl
     assert "wait for one to finish" in body["detail"]
     # No execution holds it, so the OE's log keeps the refusal, with the limit and the figure.
     logged = (
-        "invoke refused by spec.limits: agent team-a/loop, user busy, maxConcurrentExecutionsPerUser 1, "
-        "figure 2"
+        "invoke of team-a/loop refused (user busy): spec.limits.maxConcurrentExecutionsPerUser is 1, figure 2"
     )
     assert logged in platform.outputs()
     assert int(again.headers["retry-after"]) >= 1
