@@ -452,13 +452,15 @@ def _fetch(cur: Any, sql: str) -> Any:
     return tuple(tuple(row) for row in cur.fetchall())
 
 
-def _settled_maria_state(admin: Any, before: dict[str, Any]) -> dict[str, Any]:
-    """The server notices a closed connection a moment later: give its locks and session time to go."""
+def _settled_maria_state(admin: Any, before: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The server notices a closed connection a moment later: give its locks and session time to go (the
+    connector's sessions must all be gone, whatever `before` caught)."""
     deadline = time.monotonic() + 3
     while True:
-        after = _maria_state(admin)
-        if after == before or time.monotonic() > deadline:
-            return after
+        state = _maria_state(admin)
+        settled = state["agent sessions"] == ((0,),)
+        if (settled and (before is None or state == before)) or time.monotonic() > deadline:
+            return state
         time.sleep(0.05)
 
 
@@ -473,7 +475,7 @@ async def _maria_corpus(server: SqlServer) -> tuple[Counter[str], list[str], lis
     try:
         probe = (await conn.execute("mysql.query", {"sql": MYSQL_PROBE}, env=env))["rows"]
         for trick in TRICKS:
-            before = _maria_state(admin)
+            before = _settled_maria_state(admin)
             outcome = await _attempt(conn, "mysql", trick.sql, env, server)
             outcomes[outcome] += 1
             after = _settled_maria_state(admin, before)

@@ -94,7 +94,7 @@ class MysqlConnector(BaseSqlConnector):
                 yield conn
             finally:
                 # Never reused: a fresh session per call leaves no lock, variable or LAST_INSERT_ID behind.
-                conn.close()
+                await _quit(conn)
 
     async def _limit_time(self, cursor: Any, conn: Any) -> None:
         seconds = float(self.config["statement_timeout_s"])
@@ -238,6 +238,17 @@ def grant_problems(grants: list[str]) -> list[str]:
         if any(p.split(" ")[0] in _WRITE_PRIVILEGES for p in privileges):
             problems.append(f"can write (GRANT {match['privileges']} ON {match['target']})")
     return list(dict.fromkeys(problems))
+
+
+async def _quit(conn: Any) -> None:
+    """COM_QUIT when the connection is clean (the server ends the session at once), else just close."""
+    if conn.closed or (getattr(conn, "_result", None) is not None and conn._result.unbuffered_active):
+        conn.close()
+        return
+    try:
+        await asyncio.wait_for(conn.ensure_closed(), 2)
+    except Exception:
+        conn.close()
 
 
 async def _stream_rows(conn: Any, cursor: Any, *, limit: int) -> tuple[list[Sequence[Any]], bool]:

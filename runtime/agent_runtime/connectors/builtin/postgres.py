@@ -93,13 +93,12 @@ class PostgresConnector(BaseSqlConnector):
     async def _read(
         self, sql: str, params: Sequence[Any], *, limit: int, env: Mapping[str, str]
     ) -> tuple[list[str], list[Sequence[Any]], bool]:
-        entry = parse_read(sql)
-        kind = next(iter(entry["stmt"]))
+        parsed = parse_read(sql)
+        kind = parsed.kind
         # libpg_query's locations are byte offsets; the statement without its trailing `;` or comments.
         raw = sql.encode()
-        begin = int(entry.get("stmt_location") or 0)
-        length = int(entry.get("stmt_len") or len(raw) - begin)
-        text = raw[begin : begin + length].decode()
+        length = parsed.length if parsed.length is not None else len(raw) - parsed.location
+        text = raw[parsed.location : parsed.location + length].decode()
         pool = await self._get_pool(env)
         try:
             async with pool.acquire() as conn:
