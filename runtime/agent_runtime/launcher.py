@@ -118,6 +118,11 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
         from agent_runtime.redaction import redact_logs, redact_std_streams, redactor_for
 
         redactor = redactor_for(tenant_secret_env(env).values())
+        # Before any tenant code runs: no process of this uid (a tenant tool's worker) may read this
+        # one's environment or memory, which hold every connector credential and LLM key (issue 36).
+        from agent_runtime.process_privacy import make_undumpable
+
+        make_undumpable()
         redact_logs(redactor)
         redact_std_streams(redactor)  # what tenant code prints, too
     # Imported here, after logging is installed: these pull in the tenant's code and the bundle.
@@ -168,6 +173,7 @@ def build_component(mode: RunnerMode, env: Mapping[str, str]) -> ASGIApp:
             drain_settings=drain_settings,
             builtins=bundle.builtins,
             verifier=verifier,
+            tenant_entrypoint=spec or None,
         )
     if tenant is None:
         raise LaunchError(

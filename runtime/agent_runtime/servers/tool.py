@@ -47,6 +47,7 @@ from agent_runtime.servers.llm_stream_route import NDJSON, streamed_llm_call
 from agent_runtime.servers.metrics import LLMMetrics, ToolMetrics
 from agent_runtime.servers.model_spans import traced_model_call
 from agent_runtime.servers.recent_calls import RecentCalls
+from agent_runtime.servers.tenant_workers import TenantWorkers
 from agent_runtime.servers.tool_calls import ExecuteRequest, ToolCallService
 from agent_runtime.servers.tool_surface import tool_surface
 
@@ -158,15 +159,23 @@ def build_tool_app(
     drain_settings: DrainSettings | None = None,
     builtins: Sequence[BuiltinConnectorDefs] = (),
     verifier: StatementVerifier | None = None,
+    tenant_entrypoint: str | None = None,
 ) -> ASGIApp:
     """The Tool Pod app: executors (and built-in connectors) made now and closed at shutdown; the entrypoint
-    built at start-up."""
+    built at start-up. With `tenant_entrypoint` (the launcher passes AGENT_ENTRYPOINT) each tenant tool
+    body runs in a worker process holding only its declared secrets (servers/tenant_workers.py); without
+    it (an App built in this process, tests and embedding), in this process."""
     tenant_tools = list(app.tools.values()) if app is not None else []
     remote_tools = [spec for spec in tenant_tools if not spec.is_local]
     surface = tool_surface(connectors=connectors, tenant_tools=remote_tools, builtins=builtins)
     metrics = ToolMetrics(component="tool", known_tools=frozenset(entry["name"] for entry in surface))
     # Every tool and model call of an execution, for POST /drain and POST /interrupt/call.
     work = WorkRegistry(settings=drain_settings)
+    workers = (
+        TenantWorkers(entrypoint=tenant_entrypoint, tools=remote_tools, secret_env=secret_env)
+        if tenant_entrypoint and remote_tools
+        else None
+    )
     service = ToolCallService(
         connectors=connectors,
         tenant_tools=remote_tools,
@@ -176,6 +185,7 @@ def build_tool_app(
         pod_address=pod_address,
         work=work,
         builtins=builtins,
+        workers=workers,
     )
     # The entrypoint is built with every tool the agent may offer a model, local ones included.
     context = construction_context(
@@ -200,6 +210,7 @@ def build_tool_app(
     recent = RecentCalls()
 
     async def construct() -> None:
+        await service.start()
         await llm_calls.construct()
 
     return build_component_app(

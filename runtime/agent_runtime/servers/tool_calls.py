@@ -56,6 +56,7 @@ from agent_runtime.sdk.tool_messages import TOOL_MESSAGE, tool_message
 from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, run_tracked
 from agent_runtime.servers.drain import WorkRegistry
 from agent_runtime.servers.metrics import ToolMetrics
+from agent_runtime.servers.tenant_workers import TenantWorkers, WorkerGone
 from agent_runtime.servers.tool_surface import check_unique_tool_names
 
 logger = logging.getLogger(__name__)
@@ -155,8 +156,11 @@ class ToolCallService:
         pod_address: str | None = None,
         work: WorkRegistry | None = None,
         builtins: Sequence[BuiltinConnectorDefs] = (),
+        workers: TenantWorkers | None = None,
     ) -> None:
         remote = [spec for spec in tenant_tools if not spec.is_local]
+        # With workers, tenant bodies run in their own processes with only their declared secrets.
+        self._workers = workers
         self._pod_name = pod_name
         self._pod_address = pod_address
         # Calls with an execution are tracked here, so a drain or an interrupt can stop them (DR-12).
@@ -223,8 +227,15 @@ class ToolCallService:
                 )
         return None
 
+    async def start(self) -> None:
+        """Start the tenant tool workers (when there are any), before the pod is ready."""
+        if self._workers is not None:
+            await self._workers.start()
+
     async def aclose(self) -> None:
         """Close every executor's connection pool."""
+        if self._workers is not None:
+            await self._workers.aclose()
         for executor in self._executors:
             await executor.aclose()
         for connector in self._builtins:
@@ -288,6 +299,8 @@ class ToolCallService:
             return to_jsonable_python(
                 await target.connector.execute(call.tool, call.arguments, env=self._secret_env)
             )
+        if self._workers is not None and self._workers.handles(target.name):
+            return await self._run_in_worker(target, call)
         # A tenant body runs in its execution's context: its MemoryClient presents the OE's memory
         # statement the call carried (issue 27); it has no OE of its own, so it makes no tool or model call.
         context = RequestContext(
@@ -298,6 +311,41 @@ class ToolCallService:
         )
         with run_scope(context, oe=None):
             return await self._run_tenant(target, call.arguments)
+
+    async def _run_in_worker(self, spec: ToolSpec, call: ExecuteRequest) -> Any:
+        """The body in its worker process (servers/tenant_workers.py); its answer mapped as in-process."""
+        assert self._workers is not None
+        context = {
+            "execution_id": call.execution_id,
+            "step": call.step,
+            "user_id": call.user_id,
+            "org_id": call.org_id,
+            "memory_credential": call.memory_credential,
+        }
+        try:
+            reply = await self._workers.call(spec, call.arguments, context)
+        except WorkerGone as exc:
+            raise _TenantToolFailure(TOOL_ERROR, f"tool {spec.name!r} failed: {exc}") from None
+        fields = reply.fields
+        if reply.status == "ok":
+            return fields.get("result")
+        if reply.status == "suspend":
+            raise SuspendRequested(str(fields.get("reason") or ""), fields.get("payload"))
+        if reply.status == "message":
+            raise _TenantToolFailure(TOOL_MESSAGE, str(fields.get("text") or ""))
+        if reply.status == "failure":
+            raise _TenantToolFailure(str(fields.get("category")), str(fields.get("explanation")))
+        if reply.status == "cancelled":
+            raise asyncio.CancelledError
+        logger.error(
+            "tool %s raised %s:\n%s",
+            spec.name,
+            fields.get("error_type"),
+            self.redactor.text(str(fields.get("log") or "")).rstrip(),
+        )
+        raise _TenantToolFailure(
+            TOOL_ERROR, f"tool {spec.name!r} failed with {fields.get('error_type')}; see the Tool Pod log"
+        )
 
     @staticmethod
     async def _run_tenant(spec: ToolSpec, arguments: Mapping[str, Any]) -> Any:

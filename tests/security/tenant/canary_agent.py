@@ -19,9 +19,10 @@ from agent_runtime.sdk import App, RequestContext, tool_loop
 app = App("canary-agent")
 
 
-@app.tool
+@app.tool(required_secrets=["BEARER_TOKEN"])
 def env_echo(name: str) -> dict[str, Any]:
-    """A careless tenant tool in the Tool Pod: returns one of its secrets, encoded and split in two."""
+    """A careless tenant tool in the Tool Pod: returns one of its secrets, encoded and split in two (it
+    declares the secret: a tool body sees only the secrets it names, issue 36)."""
     value = os.environ.get(name, "")
     data = value.encode()
     half = len(value) // 2
