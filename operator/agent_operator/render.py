@@ -569,6 +569,22 @@ def _to_checkpoint_store(agent: Agent, settings: RenderSettings) -> list[dict[st
     return [{"to": _anywhere(settings), "ports": _tcp(MONGODB_PORT)}]
 
 
+# The Memory server's embeddings settings (agent_runtime/memory/embeddings.py reads the same names).
+EMBEDDINGS_PROVIDER_ENV = "MEMORY_EMBEDDINGS_PROVIDER"
+EMBEDDINGS_URL_ENV = "MEMORY_EMBEDDINGS_URL"
+
+
+def _to_embeddings(agent: Agent, settings: RenderSettings) -> list[dict[str, Any]]:
+    """The Memory server's egress to its HTTP embeddings provider (X-08), when the Agent configures one:
+    its host and port, as for the connectors' endpoints. The local model needs none."""
+    env = {e.name: e.value for e in agent.spec.components.memory.env}
+    provider = env.get(EMBEDDINGS_PROVIDER_ENV, "").strip().lower() or "local"
+    url = env.get(EMBEDDINGS_URL_ENV, "").strip()
+    if provider == "local" or not url.startswith(("http://", "https://")):
+        return []
+    return _to_endpoints([url_endpoint(url)], settings)
+
+
 def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in ports]
 
@@ -663,7 +679,11 @@ def _network_policies(
                     "metadata": _metadata(agent, component_name(name, "memory"), "memory"),
                     "spec": {
                         "podSelector": {"matchLabels": selector(name, "memory")},
-                        **_rules("memory", ingress_from=callers, egress=[*store_egress, _DNS]),
+                        **_rules(
+                            "memory",
+                            ingress_from=callers,
+                            egress=[*store_egress, *_to_embeddings(agent, settings), _DNS],
+                        ),
                     },
                 }
             )

@@ -50,6 +50,11 @@ def _memory_agent() -> dict[str, Any]:
             "tool": {"env": [{"name": "HTTP_TIMEOUT", "value": "20"}]},
             "memory": {
                 "enabled": True,
+                # An HTTP embeddings provider: the Memory server's egress reaches its port.
+                "env": [
+                    {"name": "MEMORY_EMBEDDINGS_PROVIDER", "value": "http"},
+                    {"name": "MEMORY_EMBEDDINGS_URL", "value": "https://embeddings.example.test:8443/v1"},
+                ],
                 "store": {
                     "type": "mongodb",
                     "database": "agents",
@@ -83,6 +88,36 @@ def test_golden_basic_agent() -> None:
 
 def test_golden_agent_with_mongodb_memory_and_two_connectors() -> None:
     assert_golden("memory_agent", [d.manifest for d in _plan(**_memory_inputs_kwargs()).objects])
+
+
+def _memory_egress(memory_env: list[dict[str, str]]) -> list[dict[str, Any]]:
+    agent = agent_body(components={"memory": {"enabled": True, "env": memory_env}})
+    policies = [d.manifest for d in _plan(agent=agent).objects if d.manifest["kind"] == "NetworkPolicy"]
+    memory = next(p for p in policies if p["metadata"]["name"].endswith("-memory"))
+    return memory["spec"]["egress"]
+
+
+def test_memory_egress_reaches_its_http_embeddings_provider_only_when_configured() -> None:
+    dns_only = _memory_egress([])
+    assert all(rule["ports"][0]["port"] == 53 for rule in dns_only)
+    by_address = _memory_egress(
+        [
+            {"name": "MEMORY_EMBEDDINGS_PROVIDER", "value": "http"},
+            {"name": "MEMORY_EMBEDDINGS_URL", "value": "http://10.1.2.3:9000/v1"},
+        ]
+    )
+    assert {"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"protocol": "TCP", "port": 9000}]} in (
+        by_address
+    )
+    by_name = _memory_egress(
+        [
+            {"name": "MEMORY_EMBEDDINGS_PROVIDER", "value": "voyage"},
+            {"name": "MEMORY_EMBEDDINGS_URL", "value": "https://api.voyageai.com/v1"},
+        ]
+    )
+    assert any(rule["ports"] == [{"protocol": "TCP", "port": 443}] for rule in by_name)
+    local = _memory_egress([{"name": "MEMORY_EMBEDDINGS_URL", "value": "https://api.voyageai.com/v1"}])
+    assert local == dns_only  # the local model: no egress, whatever URL is left over
 
 
 def test_same_inputs_render_identical_objects() -> None:
