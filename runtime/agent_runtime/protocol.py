@@ -81,6 +81,7 @@ def validation_problems(exc: ValidationError) -> list[dict[str, str]]:
 class ExecutionState(StrEnum):
     """Client-facing execution states (lower case, Decision 2)."""
 
+    QUEUED = "queued"  # over maxConcurrentExecutions with onLimit: queue; started in order as slots free
     PENDING = "pending"
     RUNNING = "running"
     SUSPENDED = "suspended"

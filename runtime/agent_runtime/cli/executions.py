@@ -175,7 +175,7 @@ def get() -> None:
 
 @get.command("executions")
 @click.option("-A", "--all-namespaces", is_flag=True, help="every namespace the caller may read")
-@click.option("--status", type=click.Choice(["pending", "running", *SETTLED]))
+@click.option("--status", type=click.Choice(["queued", "pending", "running", *SETTLED]))
 @click.option("--agent", help="only this Agent (NAMESPACE/NAME)")
 @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
 @click.option("--cursor", help="the next page: the next_cursor a previous page gave")

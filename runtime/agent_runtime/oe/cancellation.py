@@ -67,6 +67,7 @@ class Cancellation:
         spans.run_ended(execution_id, status=S.CANCELLED.value)
         # Durable before the answer: every runtime that served it is drained, also after an OE restart.
         await self.drains.drain(updated, reason="cancelled by the client")
+        self.ctx.slot_freed(updated.agent)
         return updated
 
     async def interrupt(

@@ -78,3 +78,5 @@ class EngineContext:
     observer: Observer = field(default_factory=NullObserver)
     # Execution -> when the watchdog first could not reach its AER (a restart gets that long).
     unreachable: dict[str, float] = field(default_factory=dict)
+    # Told the Agent whose execution ended, was cancelled or failed: a queued one may start (admissions).
+    slot_freed: Callable[[str], None] = field(default=lambda agent: None)

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent_runtime.oe.admissions import Admissions
 from agent_runtime.oe.audit_ledger import AuditExport, AuditLedger, Signer
 from agent_runtime.oe.cancellation import Cancellation
 from agent_runtime.oe.context import EngineContext, Registrations, Secrets
@@ -148,11 +149,15 @@ class Orchestrator:
         self.run_reports = RunReports(
             self.ctx, executions=self.executions, recorder=recorder, notices=notices
         )
+        # onLimit: queue: queued executions start, oldest first, when a slot frees (issue 34).
+        self.admissions = Admissions(self.ctx, limiter=self.limiter, runs=self.runs, leases=self.leases)
+        self.ctx.slot_freed = self.admissions.kick
         self.recovery = Recovery(
             self.ctx,
             recorder=recorder,
             runs=self.runs,
             resumes=self.reviews,
+            admissions=self.admissions,
             leases=self.leases,
             aer_lost_after_s=aer_lost_after_s,
             run_restarts=run_restarts,

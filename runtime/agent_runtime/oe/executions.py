@@ -13,7 +13,7 @@ from agent_runtime.oe.limiter import Limiter
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.runs import Runs
 from agent_runtime.oe.store.base import ExecutionRecord, Identity
-from agent_runtime.protocol import InvokeRequest
+from agent_runtime.protocol import ExecutionState, InvokeRequest
 
 
 class Executions:
@@ -48,7 +48,8 @@ class Executions:
     async def invoke(self, request: InvokeRequest, *, invoked_by: Identity | None = None) -> ExecutionRecord:
         """Create the execution (pending) and start it on the Agent's AER in the background."""
         reg = self.registration(request.agent, hint="the name (<namespace>/<name>) and")
-        await self.limiter.admit(reg, user_id=request.user_id)  # LimitReached: a 429 with Retry-After
+        # LimitReached: a 429 with Retry-After; True: it waits queued (onLimit: queue, oe/admissions.py).
+        queued = await self.limiter.admit(reg, user_id=request.user_id)
         now = self.ctx.clock()
         record = ExecutionRecord(
             execution_id=uuid.uuid4().hex,
@@ -65,10 +66,14 @@ class Executions:
             stream=request.stream,
             stream_mode=request.stream_modes(),
             step_results=request.step_results,
+            status=ExecutionState.QUEUED if queued else ExecutionState.PENDING,
         )
         record.trace_context = spans.execution_started(execution_id=record.execution_id, agent=reg.agent)
         await self.ctx.store.create_execution(record)
         await self.ctx.events.publish(record.execution_id, type="created", data={"agent": reg.agent})
+        if queued:
+            await self.ctx.events.publish(record.execution_id, type="queued")
+            return record
         self.runs.start_later(record, reg, resume=False)
         return record
 

@@ -8,11 +8,12 @@ S = ExecutionState
 
 # Which states each target may be entered from; every other move is refused.
 ENTER_FROM: dict[ExecutionState, frozenset[ExecutionState]] = {
+    S.PENDING: frozenset({S.QUEUED}),  # admitted from the queue (oe/admissions.py)
     S.RUNNING: frozenset({S.PENDING, S.SUSPENDED}),
     S.SUSPENDED: frozenset({S.RUNNING}),
     S.COMPLETED: frozenset({S.RUNNING}),
     S.FAILED: frozenset({S.PENDING, S.RUNNING}),
-    S.CANCELLED: frozenset({S.PENDING, S.RUNNING, S.SUSPENDED}),
+    S.CANCELLED: frozenset({S.QUEUED, S.PENDING, S.RUNNING, S.SUSPENDED}),
 }
 
 # Event types that end an execution's event stream.

@@ -42,7 +42,9 @@ class Limits(BaseModel):
     tool_calls_per_minute_by_tool: dict[str, int] = Field(default_factory=dict)
     max_concurrent_executions: int | None = Field(default=None, ge=1)
     max_concurrent_executions_per_user: int | None = Field(default=None, ge=1)
-    on_limit: Literal["reject"] = "reject"  # what /invoke does over maxConcurrentExecutions
+    # What /invoke does over maxConcurrentExecutions(PerUser): a 429, or the execution waits `queued` and
+    # starts, oldest first, when a slot frees (oe/admissions.py).
+    on_limit: Literal["reject", "queue"] = "reject"
     # What a limit reached mid-run does: fail the execution, or hold the call for a reviewer who may raise
     # the limit for this execution (oe/limit_holds.py).
     on_exceed: Literal["fail", "suspend"] = "fail"

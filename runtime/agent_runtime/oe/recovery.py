@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from agent_runtime.oe.admissions import Admissions
 from agent_runtime.oe.context import EngineContext
 from agent_runtime.oe.leases import Leases, watchdog_key
 from agent_runtime.oe.recorder import Recorder
@@ -26,6 +27,7 @@ class Recovery:
         recorder: Recorder,
         runs: Runs,
         resumes: Resumes,
+        admissions: Admissions,
         leases: Leases,
         aer_lost_after_s: float,
         run_restarts: int,
@@ -34,12 +36,14 @@ class Recovery:
         self.recorder = recorder
         self.runs = runs
         self.resumes = resumes
+        self.admissions = admissions
         self.leases = leases
         self.aer_lost_after_s = aer_lost_after_s
         self.run_restarts = run_restarts
 
     async def recover(self) -> None:
-        """After a start: runs that were created but never handed to an AER are started now."""
+        """After a start: runs that were created but never handed to an AER are started now, then the
+        queue (onLimit: queue) is admitted as far as there is room."""
         cursor: str | None = None
         while True:
             page = await self.ctx.store.list_executions(status=S.PENDING, limit=200, cursor=cursor)
@@ -48,8 +52,9 @@ class Recovery:
                 if reg is not None:
                     self.runs.start_later(record, reg, resume=False)
             if page.next_cursor is None:
-                return
+                break
             cursor = page.next_cursor
+        await self.admissions.admit()
 
     async def watchdog_once(self) -> int:
         """Look after running executions whose AER has been quiet: a run the AER no longer has (it
@@ -59,6 +64,7 @@ class Recovery:
         cursor: str | None = None
         now = self.ctx.clock()
         await self.resumes.expire(now)
+        await self.admissions.admit()  # queued executions a slot freed for, also after an OE restart
         while True:
             page = await self.ctx.store.list_executions(status=S.RUNNING, limit=200, cursor=cursor)
             for record in page.items:

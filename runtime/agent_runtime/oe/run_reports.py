@@ -76,6 +76,7 @@ class RunReports:
         await self.ctx.events.publish(report.execution_id, type=target.value, data=data)
         if target is S.SUSPENDED:
             self.notices.announce(caller, "review.created", updated)
+        self.ctx.slot_freed(updated.agent)  # a suspended execution holds no slot either
         return updated
 
     async def graph_stream(self, caller: AgentRegistration, chunk: GraphStreamChunk) -> None:

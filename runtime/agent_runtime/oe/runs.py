@@ -158,4 +158,5 @@ class Runs:
         self.ctx.observer.execution_failed(record.agent, error.category)
         logger.warning("execution %s failed: %s", record.execution_id, error.category)
         await self.ctx.events.publish(record.execution_id, type="failed", data={"error": error.model_dump()})
+        self.ctx.slot_freed(record.agent)
         return True
