@@ -352,6 +352,9 @@ def component_inputs(agent: Agent, settings: RenderSettings, *, bundle_digest: s
     )
 
 
+TOOL_PLAIN_ENV = "AGENTIC_TOOL_PLAIN_ENV"  # agent_runtime/servers/tenant_workers.py reads the same name
+
+
 def _container_env(
     agent: Agent,
     component: str,
@@ -363,8 +366,14 @@ def _container_env(
 ) -> list[dict[str, Any]]:
     inputs = component_inputs(agent, settings, bundle_digest=bundle_digest)
     env: list[dict[str, Any]] = as_kubernetes(component_env(MODES[component], inputs))
+    platform = list(env)
     env += [{"name": e.name, "value": e.value} for e in component_spec(agent, component).env]
     env += [{"name": env_name, "value": value} for env_name, value in plain_env]
+    if component == "tool" and len(env) > len(platform):
+        # Which variables are plain values (not from a Secret): tenant tool workers get them without
+        # declaring them in required_secrets (servers/tenant_workers.py, issue 36).
+        plain = sorted({e["name"] for e in env[len(platform) :]})
+        env.append({"name": TOOL_PLAIN_ENV, "value": ",".join(plain)})
     env += [
         {"name": env_name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for env_name, ref in secret_env

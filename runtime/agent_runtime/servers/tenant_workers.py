@@ -49,12 +49,18 @@ class WorkerReply:
     fields: dict[str, Any]
 
 
+# The operator lists the Tool Pod's plain (not from a Secret) variables here: a tool reads them undeclared.
+PLAIN_ENV = "AGENTIC_TOOL_PLAIN_ENV"
+
+
 def worker_base_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """What every worker starts with: the platform's variables minus any that names a credential."""
+    """What every worker starts with: the platform's variables and the plain ones the operator lists,
+    minus any that names a credential."""
+    plain = {name.strip() for name in environ.get(PLAIN_ENV, "").split(",") if name.strip()}
     return {
         name: value
         for name, value in environ.items()
-        if is_platform_env(name) and not _CREDENTIAL_NAME.search(name)
+        if (is_platform_env(name) or name in plain) and not _CREDENTIAL_NAME.search(name)
     }
 
 
