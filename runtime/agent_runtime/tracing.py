@@ -31,7 +31,9 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +42,18 @@ JSONL_DIR_ENV = "AGENTIC_TRACING_JSONL_DIR"
 MONGODB_COLLECTION_ENV = "AGENTIC_TRACING_MONGODB_COLLECTION"
 ARGUMENTS_ENV = "AGENTIC_TRACING_ARGUMENTS"
 MONGODB_URI_ENV = "MONGODB_URI"
+# The traces' own database, when it is not the component's (MONGODB_URI, the fallback).
+TRACING_MONGODB_URI_ENV = "AGENTIC_TRACING_MONGODB_URI"
 EXPORTERS = ("otlp", "jsonl", "mongodb")
 TRACER_NAME = "agent_runtime"
 TRACEPARENT = "traceparent"
 
 _state: dict[str, Any] = {"enabled": False, "arguments": False}
+
+# The W3C trace context alone unless `OTEL_PROPAGATORS` names others: the SDK's default adds baggage, which
+# the platform never reads and which doubles the cost of every inject and extract (setup_tracing decides).
+_W3C = TraceContextTextMapPropagator()
+_propagator: TextMapPropagator = _W3C
 
 
 class TracingConfigError(ValueError):
@@ -81,9 +90,10 @@ def selected_exporters(env: Mapping[str, str]) -> tuple[str, ...]:
             f"{EXPORTER_ENV}: unknown exporter {unknown[0]!r}; use a comma-separated list of "
             f"{', '.join(EXPORTERS)}, or none"
         )
-    if "mongodb" in names and not env.get(MONGODB_URI_ENV, "").strip():
+    if "mongodb" in names and not _mongodb_uri(env):
         raise TracingConfigError(
-            f"{EXPORTER_ENV}: the mongodb exporter needs {MONGODB_URI_ENV}; set it or drop mongodb"
+            f"{EXPORTER_ENV}: the mongodb exporter needs {TRACING_MONGODB_URI_ENV} or {MONGODB_URI_ENV}; "
+            "set one or drop mongodb"
         )
     return names
 
@@ -99,6 +109,8 @@ def setup_tracing(component: str, env: Mapping[str, str] | None = None) -> bool:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    global _propagator
+    _propagator = propagate.get_global_textmap() if env.get("OTEL_PROPAGATORS", "").strip() else _W3C
     service = env.get("OTEL_SERVICE_NAME", "").strip() or f"agent-engine-{component}"
     resource = Resource.create({"service.name": service, "agent.component": component})
     provider = TracerProvider(resource=resource)
@@ -120,7 +132,11 @@ def _exporter(name: str, *, component: str, env: Mapping[str, str]) -> Any:
         directory = Path(env.get(JSONL_DIR_ENV, "").strip() or "/tmp/traces")  # noqa: S108 (the emptyDir)
         return JsonlSpanExporter(directory / f"{component}-{os.getpid()}.jsonl")
     collection = env.get(MONGODB_COLLECTION_ENV, "").strip() or "traces"
-    return MongoSpanExporter(env[MONGODB_URI_ENV].strip(), collection=collection)
+    return MongoSpanExporter(_mongodb_uri(env), collection=collection)
+
+
+def _mongodb_uri(env: Mapping[str, str]) -> str:
+    return env.get(TRACING_MONGODB_URI_ENV, "").strip() or env.get(MONGODB_URI_ENV, "").strip()
 
 
 def tracer() -> trace.Tracer:
@@ -134,11 +150,11 @@ def tracer() -> trace.Tracer:
 def inject(headers: MutableMapping[str, str]) -> None:
     """Write the current span's `traceparent` (and `tracestate`) into outgoing headers."""
     if _state["enabled"]:
-        propagate.inject(headers)
+        _propagator.inject(headers)
 
 
 def extract(headers: Mapping[str, str]) -> otel_context.Context:
-    return propagate.extract(headers)
+    return _propagator.extract(headers)
 
 
 def current_traceparent() -> str | None:
@@ -146,7 +162,7 @@ def current_traceparent() -> str | None:
     if not _state["enabled"]:
         return None
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    _propagator.inject(carrier)
     return carrier.get(TRACEPARENT)
 
 
@@ -163,7 +179,7 @@ def current_ids() -> tuple[str | None, str | None]:
 def traceparent_of(span: trace.Span) -> str | None:
     """The W3C traceparent naming `span`."""
     carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    _W3C.inject(carrier, context=trace.set_span_in_context(span))
     return carrier.get(TRACEPARENT)
 
 
@@ -171,7 +187,7 @@ def context_of(traceparent: str | None) -> otel_context.Context | None:
     """The context a stored traceparent names (the execution's span), or None."""
     if not traceparent:
         return None
-    return propagate.extract({TRACEPARENT: traceparent})
+    return _W3C.extract({TRACEPARENT: traceparent})
 
 
 def link_to_current() -> list[Link]:
@@ -214,10 +230,7 @@ def aiohttp_trace_configs(*, client_span: bool = True) -> list[Any]:
     if not client_span:
 
         async def inject_only(_: Any, ctx: Any, params: Any) -> None:
-            carrier: dict[str, str] = {}
-            propagate.inject(carrier)
-            for key, value in carrier.items():
-                params.headers[key] = value
+            _propagator.inject(params.headers)
 
         config.on_request_start.append(inject_only)
         return [config]
@@ -235,10 +248,7 @@ def aiohttp_trace_configs(*, client_span: bool = True) -> list[Any]:
             },
         )
         ctx.span = span
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
-        for key, value in carrier.items():
-            params.headers[key] = value
+        _propagator.inject(params.headers, context=trace.set_span_in_context(span))
 
     async def on_end(_: Any, ctx: Any, params: Any) -> None:
         span = getattr(ctx, "span", None)
@@ -268,10 +278,10 @@ def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:
         return {}
 
     def sync_hook(request: Any) -> None:
-        propagate.inject(request.headers)
+        _propagator.inject(request.headers)
 
     async def async_hook(request: Any) -> None:
-        propagate.inject(request.headers)
+        _propagator.inject(request.headers)
 
     return {"request": [async_hook if asynchronous else sync_hook]}
 
@@ -302,11 +312,13 @@ class TracingMiddleware:
         if scope["type"] != "http" or scope.get("path") in self._UNTRACED:
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
-        parent = propagate.extract(headers)
+        parent = _caller_context(scope.get("headers", ()))
         method = scope.get("method", "GET")
         path = scope.get("path", "")
         if path in self._context_only:
+            if parent is None:  # no caller's trace: nothing to make current
+                await self.app(scope, receive, send)
+                return
             token = otel_context.attach(parent)
             try:
                 await self.app(scope, receive, send)
@@ -324,13 +336,25 @@ class TracingMiddleware:
             f"{self.component} {method} {_route_of(path)}",
             context=parent,
             kind=SpanKind.SERVER,
-            attributes={"http.request.method": method, "url.path": path, "agent.component": self.component},
+            attributes={"http.request.method": method, "url.path": path},  # the component: the resource's
         ) as span:
             await self.app(scope, receive, send_status)
             code = status.get("code", 500)
             span.set_attribute("http.response.status_code", code)
             if code >= 500:
                 span.set_status(Status(StatusCode.ERROR))
+
+
+_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate"})
+
+
+def _caller_context(raw: Any) -> otel_context.Context | None:
+    """The caller's context from the W3C headers alone (no other header is decoded), or None without one."""
+    if _propagator is not _W3C:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
+        return _propagator.extract(headers)
+    found = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw if k in _TRACE_HEADERS}
+    return _W3C.extract(found) if TRACEPARENT in found else None
 
 
 def instrument(app: Any, *, component: str) -> Any:
@@ -377,6 +401,28 @@ def _compact(text: str) -> str:
     return json.dumps(json.loads(text), separators=(",", ":"))
 
 
+def span_document(span_json: str) -> dict[str, Any]:
+    """A finished span (the SDK's JSON) as a MongoDB document: every `attributes` map (the span's, its
+    events', links' and resource's) as a list of `{key, value}`, since attribute names hold dots, which a
+    document's field names may not (FerretDB refuses them; MongoDB reads them as paths)."""
+    return dict(_without_dotted_keys(json.loads(span_json)))
+
+
+def _without_dotted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: (
+                [{"key": k, "value": _without_dotted_keys(v)} for k, v in item.items()]
+                if key == "attributes" and isinstance(item, dict)
+                else _without_dotted_keys(item)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_without_dotted_keys(item) for item in value]
+    return value
+
+
 class MongoSpanExporter:
     """Finished spans as documents of a MongoDB collection (B-18); the batch processor's thread writes."""
 
@@ -390,7 +436,7 @@ class MongoSpanExporter:
     def export(self, spans: Sequence[Any]) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        documents = [json.loads(span.to_json()) for span in spans]
+        documents = [span_document(span.to_json()) for span in spans]
         try:
             if documents:
                 self._collection.insert_many(documents, ordered=False)

@@ -5,13 +5,21 @@ has `OTEL_EXPORTER_OTLP_ENDPOINT` set in every component, pointing at a loopback
 process that counts the bytes it is sent (protobuf, as a collector receives them). Rounds alternate between
 the two so both see the same machine load. Each execution makes 10 steps (5 model calls, 5 tool calls)
 timed from inside the agent's code. Figures: per-step p50 with tracing off and on and their ratio (target:
-under 10% added), and the OTLP bytes per step.
+under 10% added), the median of the rounds' own p50 ratios, the CPU time the platform's processes (OE, AER,
+Tool Pod: /proc/<pid>/stat, every thread, the exporters' included) spent per step each way, and the OTLP
+bytes per step. On a shared machine the latency ratio moves with everyone else's load; the CPU per step
+does not (much), so it is the figure to compare across runs.
+
+`OTEL_BSP_SCHEDULE_DELAY` is the SDK's default (5 s), what a component runs with unless the chart's
+`observability.extraEnv` says otherwise; `BENCH_TRACING_SCHEDULE_DELAY_MS` measures another (e.g. 200).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,8 +33,19 @@ from tests.benchmarks.bench_oe import Stack, _ms
 from tests.benchmarks.bench_toolpod import _percentile
 from tests.conftest import REPO_ROOT, free_port, wait_for_port
 
-ROUNDS = 6
+ROUNDS = 10
 EXECUTIONS_PER_ROUND = 5
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(stack: Stack) -> float:
+    """User + system CPU of the stack's processes so far (all their threads), from /proc."""
+    total = 0.0
+    for proc in stack.processes:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+    return total
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -83,23 +102,38 @@ def main() -> None:
             }
             off, off_port = _stack(Path(tmp), "off", llm_env, {})
             stacks.append(off)
-            traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+            traced = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp}
+            delay = os.environ.get("BENCH_TRACING_SCHEDULE_DELAY_MS", "").strip()
+            if delay:
+                traced["OTEL_BSP_SCHEDULE_DELAY"] = delay
             on, on_port = _stack(Path(tmp), "otlp", llm_env, traced)
             stacks.append(on)
             for port in (off_port, on_port):  # warm-up
                 asyncio.run(_platform_steps(port, executions=2, at_once=False))
-            time.sleep(1)  # the warm-up's spans are exported before the count starts
+            time.sleep(6)  # the warm-up's spans are exported (the default delay) before the count starts
             with _Receiver.lock:
                 _Receiver.received = _Receiver.requests = 0
             timings: dict[str, list[float]] = {"off": [], "otlp": []}
+            cpu = {"off": 0.0, "otlp": 0.0}
+            round_ratios: list[float] = []
+            by_label = {"off": (off, off_port), "otlp": (on, on_port)}
             for round_ in range(ROUNDS):
-                order = [("off", off_port), ("otlp", on_port)]
-                for label, port in order if round_ % 2 == 0 else reversed(order):
+                medians: dict[str, float] = {}
+                order = ["off", "otlp"] if round_ % 2 == 0 else ["otlp", "off"]
+                for label in order:
+                    stack, port = by_label[label]
+                    before = _cpu_seconds(stack)
                     steps, _ = asyncio.run(
                         _platform_steps(port, executions=EXECUTIONS_PER_ROUND, at_once=False)
                     )
+                    cpu[label] += _cpu_seconds(stack) - before
                     timings[label] += steps["llm"] + steps["tool"]
-            time.sleep(1.5)  # the batch processors' last export
+                    medians[label] = statistics.median(steps["llm"] + steps["tool"])
+                round_ratios.append(medians["otlp"] / medians["off"])
+            # The traced stack's last spans: its processes flush them when stopped (the SDK's shutdown).
+            for stack in reversed(stacks):
+                stack.stop()
+            time.sleep(0.5)
             with _Receiver.lock:
                 received, requests = _Receiver.received, _Receiver.requests
         finally:
@@ -116,6 +150,12 @@ def main() -> None:
     )
     print(f"  per step p50: off {_ms(p50_off)} | OTLP {_ms(p50_on)} | ratio {p50_on / p50_off:.3f}")
     print(f"  per step p99: off {_ms(p99_off)} | OTLP {_ms(p99_on)} | ratio {p99_on / p99_off:.3f}")
+    print(f"  median of the {ROUNDS} rounds' own p50 ratios: {statistics.median(round_ratios):.3f}")
+    per_step_off, per_step_on = cpu["off"] / steps_traced, cpu["otlp"] / steps_traced
+    print(
+        f"  platform CPU per step (OE + AER + Tool Pod, all threads): off {_ms(per_step_off)} | "
+        f"OTLP {_ms(per_step_on)} | ratio {per_step_on / per_step_off:.3f}"
+    )
     print("  target: under 10% added at p50 (ratio < 1.10)")
     print(
         f"  trace data: {received} bytes of OTLP protobuf in {requests} exports, "

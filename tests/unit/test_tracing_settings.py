@@ -3,6 +3,7 @@ clear error naming the variable for a bad one; what an OE event becomes in the l
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def test_exporters_follow_the_standard_variables_and_the_platforms() -> None:
     ("env", "words"),
     [
         ({"AGENTIC_TRACING_EXPORTER": "zipkin"}, "unknown exporter 'zipkin'"),
-        ({"AGENTIC_TRACING_EXPORTER": "mongodb"}, "needs MONGODB_URI"),
+        ({"AGENTIC_TRACING_EXPORTER": "mongodb"}, "needs AGENTIC_TRACING_MONGODB_URI or MONGODB_URI"),
     ],
 )
 def test_a_bad_exporter_names_the_variable(env: dict[str, str], words: str) -> None:
@@ -79,3 +80,52 @@ def test_an_event_becomes_names_and_states_never_payloads() -> None:
     }
     step = log_fields(event.model_copy(update={"type": "step_finished", "data": {"status": "success"}}))
     assert step["kind"] == "step" and step["status"] == "success"
+
+
+def test_off_installs_nothing_and_every_hook_is_a_pass_through() -> None:
+    """No exporter asked for: no provider, the app unwrapped, no aiohttp trace config, no httpx hook, and
+    the OE's step span only a yield (the current span stays the invalid one)."""
+    from opentelemetry import trace
+
+    from agent_runtime import tracing
+    from agent_runtime.oe import spans
+
+    assert tracing.setup_tracing("oe", {}) is False
+    assert tracing.enabled() is False
+
+    def app() -> None:
+        return None
+
+    assert tracing.instrument(app, component="oe") is app
+    assert tracing.aiohttp_trace_configs() == [] and tracing.aiohttp_trace_configs(client_span=False) == []
+    assert tracing.httpx_event_hooks(asynchronous=True) == {}
+    assert tracing.current_traceparent() is None and tracing.current_ids() == (None, None)
+    with spans.step(execution_id="e", step=1, tool="t", llm_id=None, is_llm=False):
+        assert not trace.get_current_span().get_span_context().is_valid
+    assert spans.execution_started(execution_id="e", agent="a/b") is None
+
+
+def test_a_span_document_has_no_dotted_field_name_anywhere() -> None:
+    """The MongoDB exporter's documents: attribute maps become {key, value} lists (FerretDB refuses dots)."""
+    from agent_runtime.tracing import span_document
+
+    span = {
+        "name": "chat main",
+        "context": {"trace_id": "0x01", "span_id": "0x02"},
+        "attributes": {"gen_ai.usage.input_tokens": 3, "agent.tool": "x"},
+        "events": [{"name": "e", "attributes": {"error.type": "t"}}],
+        "links": [{"context": {}, "attributes": {"a.b": 1}}],
+        "resource": {"attributes": {"service.name": "agent-engine-oe"}, "schema_url": ""},
+    }
+    document = span_document(json.dumps(span))
+
+    def names(value: object) -> list[str]:
+        if isinstance(value, dict):
+            return [*value, *(n for item in value.values() for n in names(item))]
+        if isinstance(value, list):
+            return [n for item in value for n in names(item)]
+        return []
+
+    assert not [name for name in names(document) if "." in name]
+    assert {"key": "gen_ai.usage.input_tokens", "value": 3} in document["attributes"]
+    assert document["resource"]["attributes"] == [{"key": "service.name", "value": "agent-engine-oe"}]

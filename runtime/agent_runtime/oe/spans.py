@@ -114,8 +114,17 @@ def step(*, execution_id: str, step: int, tool: str, llm_id: str | None, is_llm:
     else:
         attributes["gen_ai.tool.name"] = tool
     name = f"{operation} {llm_id or 'default'}" if is_llm else f"{operation} {tool}"
-    with tracing.tracer().start_as_current_span(name, attributes=attributes):
+    # start_span and attach by hand: the SDK's start_as_current_span wraps this in two more context managers.
+    span = tracing.tracer().start_span(name, attributes=attributes)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    try:
         yield
+    except BaseException as exc:  # the type only: an exception's message may quote a call's arguments
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        otel_context.detach(token)
+        span.end()
 
 
 def annotate_step(

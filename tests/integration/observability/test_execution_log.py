@@ -1,5 +1,6 @@
 """The durable execution log (B-17, LG-16) of a LangGraph turn with an approval, in JSONL and in MongoDB
 (FerretDB): the OE's `GET /execution/{id}/logs` lists the lifecycle, every step and every graph node in order.
+The same turn's spans go to the JSONL and MongoDB span exporters (B-18): a file per process, one collection.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -65,6 +67,7 @@ def test_a_langgraph_turn_logs_its_nodes_steps_and_lifecycle_in_order_in_jsonl_a
 ) -> None:
     log_dir = tmp_path / "executions"
     collection = f"execution_logs_{tmp_path.name[-8:]}"
+    trace_dir, traces = tmp_path / "traces", f"traces_{tmp_path.name[-8:]}"
     platform = ObservedPlatform(
         tmp=tmp_path,
         spawn=spawn,
@@ -82,6 +85,11 @@ def test_a_langgraph_turn_logs_its_nodes_steps_and_lifecycle_in_order_in_jsonl_a
             "AGENTIC_EXECUTION_LOG_DIR": str(log_dir),
             "AGENTIC_EXECUTION_LOG_MONGODB_URI": ferretdb_uri,
             "AGENTIC_EXECUTION_LOG_COLLECTION": collection,
+            "AGENTIC_TRACING_EXPORTER": "jsonl,mongodb",
+            "AGENTIC_TRACING_JSONL_DIR": str(trace_dir),
+            "AGENTIC_TRACING_MONGODB_URI": ferretdb_uri,
+            "AGENTIC_TRACING_MONGODB_COLLECTION": traces,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
         },
     ).start()
     llm_peer.push(
@@ -158,6 +166,34 @@ def test_a_langgraph_turn_logs_its_nodes_steps_and_lifecycle_in_order_in_jsonl_a
     assert "node_start" in table.stdout and "agent" in table.stdout and "notes_createNote" in table.stdout
     missing = run(platform, "logs", "0" * 32)
     assert missing.returncode == 3 and "Traceback" not in missing.stderr
+
+    # Each log record names its trace; the span exporters hold that trace: a JSONL file per process and the
+    # MongoDB collection, the same spans in both, the execution's among them, no secret in any.
+    # (`resumed` is written under the reviewer's request, another trace the resumed run links to.)
+    (trace_id,) = {r["trace_id"] for r in records if r["event"] != "resumed"}
+    assert trace_id and len(trace_id) == 32
+    with pymongo.MongoClient(ferretdb_uri) as mongo:
+        stored = mongo.get_default_database(default="agent_engine")[traces]
+        deadline = time.monotonic() + 20
+        while True:
+            in_files = [
+                span
+                for path in sorted(trace_dir.iterdir())
+                for span in map(json.loads, path.read_text().splitlines())
+                if span["context"]["trace_id"] == f"0x{trace_id}"
+            ]
+            in_mongo = list(stored.find({"context.trace_id": f"0x{trace_id}"}, {"_id": 0}))
+            names = {span["name"] for span in in_files}
+            if {"run 1", "run 2 (resume)", "aer POST /execute"} <= names and len(in_mongo) == len(in_files):
+                break
+            assert time.monotonic() < deadline, (sorted(names), len(in_mongo))
+            time.sleep(0.2)
+    assert sorted(p.name.split("-")[0] for p in trace_dir.iterdir()) == ["aer", "oe", "tool"]
+    assert {s["context"]["span_id"] for s in in_files} == {s["context"]["span_id"] for s in in_mongo}
+    assert "execution team-a/loop" in names and any(name.startswith("chat ") for name in names), names
+    spans_text = json.dumps(in_files) + json.dumps(in_mongo)
+    for secret in (*PLANTED, PROVIDER_TOKEN):
+        assert secret not in spans_text
 
     # Reading the log is reading the execution: another caller's token gets nothing.
     with platform.client(token=CLIENT_TOKEN + "-wrong") as client:
