@@ -226,6 +226,9 @@ class ToolExecuteAnswer(BaseModel):
     from_cache: bool = False
     duration_ms: float | None = None
     pod_name: str | None = None
+    # A model call the agent streamed (`stream: true` on the request, the SDK's astream): its deltas as the
+    # OE published them (redacted, in order), so a LangGraph `messages` stream gives one chunk per piece.
+    deltas: list[LLMDelta] | None = None
 
 
 class GraphStreamChunk(Request):

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
@@ -174,6 +175,7 @@ class App(base.App):
         is_local: bool = False,
         sensitive: bool = False,
         timeout_s: float = base.DEFAULT_TOOL_TIMEOUT_S,
+        required_secrets: Iterable[str] = (),
         **unsupported: Any,
     ) -> None:
         if unsupported:
@@ -188,6 +190,9 @@ class App(base.App):
                 f"tool name {tool.name!r} must be 1-64 characters of letters, digits, '_' or '-'"
             )
         spec = tool_spec_from_langchain(tool, is_local=is_local, sensitive=sensitive, timeout_s=timeout_s)
+        # The env the body may see in the Tool Pod (issue 36), checked as for a function tool.
+        secrets = base._validated_secrets(tool.name, required_secrets, is_local=is_local)
+        spec = dataclasses.replace(spec, required_secrets=secrets)
         if not spec.description:
             raise ToolDefinitionError(f"tool {tool.name!r} has no description; the model needs one")
         self._tools[tool.name] = spec

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
+from agent_runtime.langgraph.message_chunks import message_chunks
 from agent_runtime.langgraph.messages import from_platform, to_platform_messages
 from agent_runtime.langgraph.stopped_tool_calls import complete_stopped_tool_calls
 from agent_runtime.langgraph.suspend import current_graph_run, surface_suspension
@@ -122,3 +123,30 @@ class GovernedChatModel(BaseChatModel):
             answer = {**answer, "id": stable_message_id(answer)}
         message = from_platform(answer)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """LangChain streams when a handler wants tokens (LangGraph's `messages` mode): the call streams
+        through the OE, and its deltas come back as one chunk each (message_chunks.py)."""
+        tools = kwargs.pop("tools", None)
+        if stop:
+            kwargs["stop"] = list(stop)
+        try:
+            sent = [
+                _without_random_id(m) for m in to_platform_messages(complete_stopped_tool_calls(messages))
+            ]
+            deltas, answer = await self.secure.astream_deltas(sent, tools=tools, **kwargs)
+        except SuspendRequested as signal:
+            surface_suspension(signal)
+        if answer.get("id") is None:
+            answer = {**answer, "id": stable_message_id(answer)}
+        message = from_platform(answer)
+        if not isinstance(message, AIMessage):
+            raise TypeError(f"model {self.llm_id!r} answered a {message.type} message, not an AI message")
+        for chunk in message_chunks(deltas, message):
+            yield ChatGenerationChunk(message=chunk)

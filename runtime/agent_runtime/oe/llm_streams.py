@@ -9,7 +9,9 @@ out as one delta marked `from_cache`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +22,27 @@ from agent_runtime.protocol import CallOutcome, InvokeLLMRequest, LLMDelta, Tool
 from agent_runtime.redaction import Redactor
 
 LLM_DELTA = "llm_delta"
+
+# The deltas published during one /tool/execute request whose agent streams (collected for its answer).
+_collected: ContextVar[list[LLMDelta] | None] = ContextVar("oe_collected_deltas", default=None)
+
+
+@contextlib.contextmanager
+def collecting_deltas() -> Iterator[list[LLMDelta]]:
+    """Within: every delta this request publishes is also appended to the yielded list."""
+    collected: list[LLMDelta] = []
+    token = _collected.set(collected)
+    try:
+        yield collected
+    finally:
+        _collected.reset(token)
+
+
+def _collect(delta: LLMDelta) -> None:
+    collected = _collected.get()
+    if collected is not None:
+        collected.append(delta)
+
 
 Publish = Callable[[LLMDelta], Awaitable[Any]]
 
@@ -78,6 +101,7 @@ async def streamed_llm_call(
                 else merged(relayed, index=published)
             )
             await publish(one)
+            _collect(one)
             published += 1
 
     outcome = await runtimes.invoke_llm_streamed(caller, request, on_delta=on_delta)
@@ -93,5 +117,7 @@ async def publish_cached(outcome: CallOutcome, *, step: int, publish: Publish, r
     message = outcome.result
     if outcome.status != "success" or not isinstance(message, dict) or message.get("type") != "ai":
         return False
-    await publish(DeltaStream(redactor, step=step).whole(redactor.value(message), from_cache=True))
+    whole = DeltaStream(redactor, step=step).whole(redactor.value(message), from_cache=True)
+    await publish(whole)
+    _collect(whole)
     return True

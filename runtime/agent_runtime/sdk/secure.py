@@ -28,6 +28,7 @@ from agent_runtime.protocol import (
     REPLAY_DIVERGED,
     CallError,
     CallStatus,
+    LLMDelta,
     ToolExecuteAnswer,
     ToolExecuteRequest,
     ToolResultRequest,
@@ -378,6 +379,20 @@ class SecureWrappedLLM:
         chunk, so a replayed run sees exactly what the first one did."""
         yield await self._call(*self._request(messages, tools=tools, options=options, stream=True))
 
+    async def astream_deltas(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> tuple[list[LLMDelta], dict[str, Any]]:
+        """A streamed call's deltas as the OE published them (redacted, in order; one `from_cache` delta
+        for a replayed step) and its final AI message: what a LangGraph `messages` stream is made of."""
+        run, request = self._request(messages, tools=tools, options=options, stream=True)
+        deltas: list[LLMDelta] = []
+        message = await self._call(run, request, deltas=deltas)
+        return deltas, message
+
     def _request(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -403,9 +418,13 @@ class SecureWrappedLLM:
         )
         return run, request
 
-    async def _call(self, run: RunState, request: ToolExecuteRequest) -> dict[str, Any]:
+    async def _call(
+        self, run: RunState, request: ToolExecuteRequest, *, deltas: list[LLMDelta] | None = None
+    ) -> dict[str, Any]:
         with step_scope(request.step):
             answer = await _ask(run, request)
+            if deltas is not None and answer.deltas:
+                deltas.extend(answer.deltas)
             if not answer.proceed:
                 raise PolicyDeniedException(answer.reason or f"model {self.llm_id!r} was denied by policy")
             if answer.route_to == "callback":

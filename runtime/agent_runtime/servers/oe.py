@@ -58,6 +58,7 @@ from agent_runtime.oe.engine import (
     review_view,
 )
 from agent_runtime.oe.limiter import LimitReached, default_limits_from_env, refusal_detail
+from agent_runtime.oe.llm_streams import collecting_deltas
 from agent_runtime.oe.logged_events import LoggedEventBus
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
@@ -577,7 +578,10 @@ def build_oe_app(
 
     async def tool_execute(request: Request, caller: AgentRegistration) -> Response:
         call = await _parse(request, ToolExecuteRequest)
-        answer = await engine.tool_execute(caller, call)
+        with collecting_deltas() as deltas:
+            answer = await engine.tool_execute(caller, call)
+        if call.stream and deltas:
+            answer = answer.model_copy(update={"deltas": deltas})  # the agent streams them (issue 32)
         metrics.step(
             decision="deny" if not answer.proceed else (answer.status or "callback"), cached=answer.from_cache
         )

@@ -87,7 +87,8 @@ def platform(tmp_path_factory: pytest.TempPathFactory, module_spawn: Any, peer: 
 
 
 def _turns(**more: Any) -> tuple[Turn, Turn]:
-    return Turn.calls(("get_weather", {"city": "Paris, France"}), **more), Turn.answer("Sunny in Paris.")
+    answer = Turn.answer("Sunny in Paris.", chunk_delay_s=more.get("chunk_delay_s", 0.0))
+    return Turn.calls(("get_weather", {"city": "Paris, France"}), **more), answer
 
 
 TASK = {"messages": [{"role": "user", "content": "weather in Paris?"}]}
@@ -135,20 +136,36 @@ def _invoke(platform: Platform, modes: list[str]) -> str:
     return str(response.json()["execution_id"])
 
 
-def through_platform(platform: Platform, modes: list[str]) -> list[tuple[str, Any]]:
+def through_platform(platform: Platform, modes: list[str], pieces: list[list[str]]) -> list[tuple[str, Any]]:
+    """The events of each mode; a model message's `messages` chunks joined into one, their text pieces
+    appended to `pieces` (one list per message)."""
     execution_id = _invoke(platform, modes)
     events = list(sse_events(platform, execution_id))
     assert events[-1][0] == "completed", events[-1]
     streamed = [(kind, record["data"]) for kind, record, _ in events if kind in MODES]
     assert all(data["truncated"] is False for _, data in streamed)
-    return [(kind, data["data"]) for kind, data in streamed]
+    out: list[tuple[str, Any]] = []
+    for kind, data in streamed:
+        chunk = data["data"]
+        previous = out[-1] if out else None
+        if kind == "messages" and previous is not None and previous[0] == "messages":
+            (message, metadata), (before, before_metadata) = chunk, previous[1]
+            if _one_model_call(before, before_metadata, message, metadata):
+                joined = {**message, "content": before["content"] + message["content"]}
+                joined["tool_calls"] = before.get("tool_calls") or message.get("tool_calls")
+                out[-1] = (kind, [joined, metadata])
+                if message["content"]:
+                    pieces[-1].append(message["content"])
+                continue
+        if kind == "messages":
+            pieces.append([chunk[0]["content"]] if chunk[0].get("content") else [])
+        out.append((kind, chunk))
+    return out
 
 
-async def bare(peer: RunningLLMPeer, modes: list[str]) -> list[tuple[str, Any]]:
-    """The graph's own chunks, as JSON and as the client may see them (the OE's step-result redaction).
-
-    A `messages` chunk of the platform is a model call's whole message (its tokens are the `llm_delta`
-    events, with `stream: true`); bare ChatOpenAI streams token chunks, so those are joined per message."""
+async def bare(peer: RunningLLMPeer, modes: list[str], pieces: list[list[str]]) -> list[tuple[str, Any]]:
+    """The graph's own chunks, as JSON and as the client may see them (the OE's step-result redaction);
+    a model message's token chunks joined per message, their text pieces appended to `pieces`."""
     async with httpx.AsyncClient() as http:  # a client of this loop: langchain's default one outlives it
         model = ChatOpenAI(
             model="loop-model", base_url=peer.base_url, api_key=LLM_KEY, max_retries=0, http_async_client=http
@@ -160,7 +177,11 @@ async def bare(peer: RunningLLMPeer, modes: list[str]) -> list[tuple[str, Any]]:
             previous = raw[-1] if raw else None
             if mode == "messages" and previous is not None and _same_message(previous, payload):
                 raw[-1] = (mode, (previous[1][0] + payload[0], previous[1][1]))
+                if payload[0].content:
+                    pieces[-1].append(payload[0].content)
                 continue
+            if mode == "messages":
+                pieces.append([payload[0].content] if payload[0].content else [])
             raw.append((mode, payload))
     return [
         (mode, redact_value(chunk_json(mode, payload, jsonable=jsonable_state), secrets=()))
@@ -171,19 +192,42 @@ async def bare(peer: RunningLLMPeer, modes: list[str]) -> list[tuple[str, Any]]:
 def _same_message(previous: tuple[str, Any], payload: Any) -> bool:
     message = payload[0]
     return (
-        previous[0] == "messages" and isinstance(message, AIMessageChunk) and previous[1][0].id == message.id
+        previous[0] == "messages"
+        and isinstance(message, AIMessageChunk)
+        and isinstance(previous[1][0], AIMessageChunk)
+        and _step(previous[1][1]) == _step(payload[1])
     )
+
+
+def _step(metadata: dict[str, Any]) -> tuple[Any, Any]:
+    return metadata.get("langgraph_step"), metadata.get("langgraph_node")
+
+
+def _one_model_call(
+    before: dict[str, Any], before_meta: dict[str, Any], message: dict[str, Any], meta: dict[str, Any]
+) -> bool:
+    """Chunks of one model call: AI chunks of one node in one super-step. (By id they are not: LangChain
+    closes a stream with an empty chunk named after its run, and the platform's chunks carry the final
+    message's id, which the replay cache needs kept.)"""
+    return before.get("type") == message.get("type") == "ai" and _step(before_meta) == _step(meta)
 
 
 @pytest.mark.parametrize("modes", [[mode] for mode in MODES] + [list(MODES)], ids="+".join)
 def test_each_stream_mode_gives_the_bare_graphs_sequence(
     platform: Platform, peer: RunningLLMPeer, modes: list[str]
 ) -> None:
-    peer.push(*_turns())
-    platformed = through_platform(platform, modes)
-    peer.push(*_turns())
-    expected = asyncio.run(bare(peer, modes))
+    # Paced, so each of the model's words is a piece of its own on both paths.
+    peer.push(*_turns(chunk_delay_s=0.02))
+    got_pieces: list[list[str]] = []
+    platformed = through_platform(platform, modes, got_pieces)
+    peer.push(*_turns(chunk_delay_s=0.02))
+    want_pieces: list[list[str]] = []
+    expected = asyncio.run(bare(peer, modes, want_pieces))
     assert [kind for kind, _ in platformed] == [kind for kind, _ in expected]
+    # `messages` is per token through the platform too: the same text pieces, message by message.
+    assert got_pieces == want_pieces
+    if "messages" in modes:
+        assert any(len(p) > 1 for p in got_pieces), got_pieces
     for index, (got, want) in enumerate(zip(platformed, expected, strict=True)):
         streamed_model = "messages" in modes
         assert compared(*got, streamed_model=streamed_model) == compared(
