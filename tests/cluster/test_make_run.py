@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cluster.controlplane import ControlPlane
@@ -18,14 +19,14 @@ from tests.cluster.processes import pid_alive
 from tests.conftest import REPO_ROOT
 
 
-def _start() -> subprocess.Popen[str]:
+def _start(*, once: bool = True) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
     # What `make run` gives it: the test tier's control plane, as a separate program.
     env.setdefault(
         "AGENT_ENGINE_CONTROL_PLANE", f"{sys.executable} -m tests.cluster.controlplane serve --nodes 1"
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "agent_runtime.demo", "--once"],
+        [sys.executable, "-m", "agent_runtime.demo", *(["--once"] if once else [])],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -58,8 +59,27 @@ def _descendants(pid: int) -> list[int]:
 
 
 def test_make_run_shows_a_governed_turn_with_an_approval_and_cleans_up(cluster: ControlPlane) -> None:
-    proc = _start()
-    output, _ = proc.communicate(timeout=600)
+    # As `make run` runs it: serving after the demo, until Ctrl-C.
+    proc = _start(once=False)
+    assert proc.stdout is not None
+    seen = ""
+    deadline = time.monotonic() + 600
+    while "The console: " not in seen:
+        line = proc.stdout.readline()
+        assert line and time.monotonic() < deadline, seen
+        seen += line
+    # Issue 30: the console's URL is printed and it keeps serving after the demo.
+    console = re.search(r"The console: (http://\S+/console)", seen)
+    assert console, seen
+    for _ in range(2):
+        page = httpx.get(console.group(1) + "/sign-in", timeout=10)
+        assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+        assert httpx.get(console.group(1) + "/inbox", timeout=10).headers["location"] == "/console/sign-in"
+        time.sleep(2)
+    assert proc.poll() is None, "make run stopped serving"
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    output = seen + rest
     assert proc.returncode == 0, output
     assert "Ready: bundle" in output
     # Issue 27: the AER's runtime token does not open its Tool Pod (the approval journey still works).

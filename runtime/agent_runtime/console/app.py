@@ -38,6 +38,7 @@ from agent_runtime.oe.client_auth import Caller, ClientAuth, ReviewUnavailable, 
 from agent_runtime.oe.engine import Orchestrator
 from agent_runtime.oe.store.console_sessions import ConsoleSessionRows
 from agent_runtime.oe.store.unavailable import RETRY_AFTER_S, StoreUnavailable
+from agent_runtime.protocol import ExecutionState
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class Console:
                 Route(PREFIX + "/data/agents", self.read(self.agents), methods=["GET"]),
                 Route(PREFIX + "/data/tools", self.read(self.tools), methods=["GET"]),
                 Route(PREFIX + "/data/events", self.read(self.events), methods=["GET"]),
+                Route(PREFIX + "/data/executions", self.read(self.executions), methods=["GET"]),
             ]
         )
 
@@ -357,6 +359,32 @@ class Console:
             caller,
             namespace=query.get("namespace") or None,
             agent=query.get("agent") or None,
+            limit=int(raw_limit),
+            cursor=cursor,
+        )
+
+    async def executions(self, request: Request, caller: Caller) -> dict[str, Any]:
+        query = request.query_params
+        raw_limit = query.get("limit", "50")
+        if not raw_limit.isascii() or not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 200:
+            raise BadQuery("limit", "must be a whole number from 1 to 200")
+        invoked_by = query.get("invoked_by", "").strip()
+        if not 0 < len(invoked_by) <= 256:
+            raise BadQuery("invoked_by", "name (part of) the user who invoked, 1 to 256 characters")
+        raw_status = query.get("status") or None
+        try:
+            status = ExecutionState(raw_status) if raw_status else None
+        except ValueError:
+            states = ", ".join(s.value for s in ExecutionState)
+            raise BadQuery("status", f"must be one of {states}") from None
+        cursor = query.get("cursor") or None
+        if cursor is not None and len(cursor) > 2048:
+            raise BadQuery("cursor", "not a cursor this list returned; send next_cursor as given")
+        return await self.data.executions(
+            caller,
+            agent=query.get("agent") or None,
+            status=status,
+            invoked_by=invoked_by,
             limit=int(raw_limit),
             cursor=cursor,
         )

@@ -25,6 +25,9 @@ from agent_runtime.oe.client_auth import (
 )
 from agent_runtime.oe.engine import Orchestrator, review_view
 from agent_runtime.oe.registration import AgentRegistration
+from agent_runtime.oe.store.base import Identity
+from agent_runtime.oe.store.codec import encode_cursor
+from agent_runtime.oe.views import client_view
 from agent_runtime.protocol import ExecutionState
 
 RIGHTS: tuple[tuple[str, Permission], ...] = (
@@ -34,6 +37,11 @@ RIGHTS: tuple[tuple[str, Permission], ...] = (
     ("interrupt", INTERRUPT),
     ("invoke", INVOKE),
 )
+
+
+# Filtering by who invoked is not an index read: at most this many executions are read per answer.
+SCAN_LIMIT = 5_000
+SCAN_PAGE = 200
 
 
 class Registrations(Protocol):
@@ -124,6 +132,45 @@ class ConsoleData:
             raise BadQuery("cursor", "not a cursor this list returned; send next_cursor as given") from None
         return {"items": [review_view(item) for item in page.items], "next_cursor": page.next_cursor}
 
+    async def executions(
+        self,
+        caller: Caller,
+        *,
+        agent: str | None,
+        status: ExecutionState | None,
+        invoked_by: str,
+        limit: int,
+        cursor: str | None,
+    ) -> dict[str, Any]:
+        """The executions list filtered by who invoked them, newest first, across the whole list: pages of
+        the store are read until `limit` match or `SCAN_LIMIT` were read (then `next_cursor` goes on from
+        the last one read, so "Load more" continues the search)."""
+        if agent is not None and "/" not in agent:
+            raise BadQuery("agent", "name the Agent as <namespace>/<name>")
+        candidates = {agent.split("/", 1)[0]} if agent is not None else set(self.namespaces())
+        readable = await self.auth.readable(caller, candidates)
+        matched: list[dict[str, Any]] = []
+        scanned = 0
+        while True:
+            try:
+                page = await self.engine.store.list_executions(
+                    agent=agent, project_ids=readable, status=status, limit=SCAN_PAGE, cursor=cursor
+                )
+            except ValueError:
+                raise BadQuery(
+                    "cursor", "not a cursor this list returned; send next_cursor as given"
+                ) from None
+            for record in page.items:
+                scanned += 1
+                cursor = encode_cursor(record.created_at, record.execution_id)
+                if invoked_by_matches(record.invoked_by, invoked_by):
+                    matched.append(client_view(record))
+                if len(matched) >= limit or scanned >= SCAN_LIMIT:
+                    return {"items": matched, "next_cursor": cursor, "scanned": scanned}
+            if page.next_cursor is None:
+                return {"items": matched, "next_cursor": None, "scanned": scanned}
+            cursor = page.next_cursor
+
     async def events(self, caller: Caller, *, execution_id: str) -> dict[str, Any]:
         """An execution's events so far, in one answer (the timeline's backlog; it then follows the SSE
         stream after the last). One the caller may not read is a LookupError, as an unknown one."""
@@ -158,6 +205,11 @@ class ConsoleData:
             raise LookupError(agent)
         surface = await self.engine.runtimes.list_tools(reg)
         return _agent_view(reg, surface)
+
+
+def invoked_by_matches(identity: Identity | None, wanted: str) -> bool:
+    """Whether an execution's invoker matches the filter: a part of the user name (case-insensitive)."""
+    return identity is not None and wanted.casefold() in identity.username.casefold()
 
 
 def _agent_view(reg: AgentRegistration, surface: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -514,17 +514,18 @@
         load();
       }
     );
-    app.append(bar, table, more, el("p", { class: "hint", text: "Invoked by filters the pages loaded so far." }));
+    app.append(bar, table, more);
 
     async function load() {
-      const answer = await get(`/console/api/executions${query({ agent: state.agent, status: state.status, limit: "50", cursor })}`);
+      // Who invoked is filtered by the OE across the whole list (/console/data/executions), not in the page.
+      const wantedBy = state.invoked_by.trim();
+      const source = wantedBy ? "/console/data/executions" : "/console/api/executions";
+      const answer = await get(`${source}${query({ agent: state.agent, status: state.status, invoked_by: wantedBy, limit: "50", cursor })}`);
       if (!answer.ok) {
         setStatus(problemText(answer), true);
         return;
       }
-      const wantedBy = state.invoked_by.trim();
       for (const item of answer.data.items) {
-        if (wantedBy && !who(item.invoked_by).includes(wantedBy)) continue;
         body.append(
           el(
             "tr",
