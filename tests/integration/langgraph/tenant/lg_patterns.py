@@ -47,10 +47,11 @@ def get_weather(city: str) -> str:
     return f"It's always sunny in {city}"
 
 
-app.tool(get_weather)  # the docs hand `get_weather` itself to the graph: that object is now governed
+# The docs hand `get_weather` itself to the graph: that object is now governed (its ledger declared).
+app.tool(get_weather, required_secrets=["LOOP_LEDGER"])
 
 
-@app.tool
+@app.tool(required_secrets=["LOOP_LEDGER"])  # a body sees only the env it declares (issue 36)
 def book_table(restaurant: str, people: int) -> dict[str, Any]:
     """Book a table at a restaurant for a number of people."""
     _ledger({"tool": "book_table", "restaurant": restaurant, "people": people})

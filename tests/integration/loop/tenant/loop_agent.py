@@ -31,7 +31,7 @@ def shout(text: str) -> dict[str, str]:
     return {"loud": text.upper()}
 
 
-@app.tool(sensitive=True)
+@app.tool(sensitive=True, required_secrets=["LOOP_LEDGER"])  # a body sees only the env it declares
 def transfer(amount: int, to: str) -> dict[str, Any]:
     """Move money: a side effect the tests count in the ledger file."""
     ledger = Path(os.environ["LOOP_LEDGER"])
@@ -81,7 +81,7 @@ def human_review(summary: str) -> dict[str, Any]:
     app.suspend("a human must approve the claims", {"summary": summary})
 
 
-@app.tool
+@app.tool(required_secrets=["LOOP_LEDGER"])
 def send_notification(text: str) -> dict[str, Any]:
     """Notify the claims team: a side effect the tests count in the ledger file."""
     ledger = Path(os.environ["LOOP_LEDGER"])
