@@ -109,9 +109,7 @@ def step(*, execution_id: str, step: int, tool: str, llm_id: str | None, is_llm:
         "agent.tool": tool,
         "gen_ai.operation.name": operation,
     }
-    if is_llm:
-        attributes["agent.llm_id"] = llm_id or "default"
-    else:
+    if not is_llm:  # a model step's llm id is in its name
         attributes["gen_ai.tool.name"] = tool
     name = f"{operation} {llm_id or 'default'}" if is_llm else f"{operation} {tool}"
     # start_span and attach by hand: the SDK's start_as_current_span wraps this in two more context managers.
@@ -148,17 +146,14 @@ def annotate_step(
         "agent.route": route,
         "agent.from_cache": from_cache,
         "agent.status": status,
+        # The model that answered; the Tool Pod's span under this one names it as the response's too.
         "gen_ai.request.model": model,
-        "gen_ai.response.model": model,
     }
     if usage is not None:
-        attributes.update(
-            {
-                "gen_ai.usage.input_tokens": usage.input_tokens,
-                "gen_ai.usage.output_tokens": usage.output_tokens,
-                "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
-            }
-        )
+        attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+        attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+        if usage.cached_tokens:  # absent means none: each attribute is encoded and exported per step
+            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
     if cost is not None:
         attributes["agent.usage.cost"] = cost
     if arguments is not None and tracing.arguments_enabled():

@@ -19,12 +19,9 @@ async def traced_model_call(call: InvokeLLMRequest, run: Callable[[], Awaitable[
     """`run()` under a `chat <llm_id>` client span when tracing is on; `run()` alone otherwise."""
     if not tracing.enabled():
         return await run()
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "agent.llm_id": call.llm_id,
-        "agent.execution.id": call.execution_id,
-        "agent.step": call.step,
-    }
+    # The execution, step and model id are the parent's (the OE's step span) and the name's: every
+    # attribute is encoded and sent once per call, so none is said twice.
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
     with tracing.tracer().start_as_current_span(
         f"chat {call.llm_id}", kind=SpanKind.CLIENT, attributes=attributes
     ):
@@ -49,6 +46,6 @@ def outcome_attributes(outcome: CallOutcome) -> dict[str, Any]:
         "gen_ai.response.finish_reasons": [finish] if isinstance(finish, str) else None,
         "gen_ai.usage.input_tokens": usage.get("input_tokens"),
         "gen_ai.usage.output_tokens": usage.get("output_tokens"),
-        "gen_ai.usage.cache_read.input_tokens": details.get("cache_read"),
+        "gen_ai.usage.cache_read.input_tokens": details.get("cache_read") or None,  # absent: none cached
     }
     return {key: value for key, value in out.items() if isinstance(value, str | int | list)}
