@@ -207,3 +207,36 @@ def test_topology_spread_is_stored_with_its_defaults_and_explained(
     assert "spec.components.tool.topologySpreadConstraints[0].whenUnsatisfiable" in body
     explained = cluster.kubectl("explain", "agents.spec.components.memory.topologySpreadConstraints").stdout
     assert "across nodes" in " ".join(explained.split())  # kubectl wraps descriptions
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({"onExceed": "suspend", "onLimit": "queue", "maxConcurrentExecutions": 2}, None),
+        ({"onExceed": "fail", "onLimit": "reject"}, None),
+        ({"onExceed": "pause"}, "spec.limits.onExceed"),
+        ({"onLimit": "wait"}, "spec.limits.onLimit"),
+    ],
+)
+def test_limits_on_exceed_suspend_and_on_limit_queue_are_admitted_other_values_refused(
+    cluster: ControlPlane,
+    cluster_namespace: str,
+    crds: None,
+    limits: dict[str, object],
+    field: str | None,
+) -> None:
+    name = f"limits-{abs(hash(str(sorted(limits.items())))) % 10**8}"
+    with cluster.api_client() as admin:
+        custom = client.CustomObjectsApi(admin)
+        if field is None:
+            stored = custom.create_namespaced_custom_object(
+                GROUP, VERSION, cluster_namespace, PLURAL, _agent(name, limits=limits)
+            )
+            assert {key: stored["spec"]["limits"][key] for key in limits} == limits
+            return
+        with pytest.raises(ApiException) as refused:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, cluster_namespace, PLURAL, _agent(name, limits=limits)
+            )
+    assert refused.value.status == 422
+    assert field in refused.value.body
