@@ -299,7 +299,8 @@ CONTEXT_ONLY = {
 
 class TracingMiddleware:
     """ASGI: one server span per HTTP request, under the caller's `traceparent` (only the caller's context,
-    no span, on the `CONTEXT_ONLY` routes); probes are not traced."""
+    no span, on the `CONTEXT_ONLY` routes); a read with no caller's trace starts none; probes are not
+    traced."""
 
     _UNTRACED = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -315,8 +316,8 @@ class TracingMiddleware:
         parent = _caller_context(scope.get("headers", ()))
         method = scope.get("method", "GET")
         path = scope.get("path", "")
-        if path in self._context_only:
-            if parent is None:  # no caller's trace: nothing to make current
+        if path in self._context_only or (parent is None and method in _READS):
+            if parent is None:  # no caller's trace: nothing to make current (a read starts no trace)
                 await self.app(scope, receive, send)
                 return
             token = otel_context.attach(parent)
@@ -346,6 +347,9 @@ class TracingMiddleware:
 
 
 _TRACE_HEADERS = frozenset({b"traceparent", b"tracestate"})
+# A read (a client polling an execution's status, a console listing) under no caller's trace would be a trace
+# of one span each time: reads get a span only inside a caller's trace.
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def _caller_context(raw: Any) -> otel_context.Context | None:

@@ -278,6 +278,24 @@ def test_a_streamed_model_call_has_the_model_span_with_its_usage(
     assert call["operationName"] == "POST 127.0.0.1" and _tags(call)["http.response.status_code"] == 200
     assert "streamed words" not in json.dumps(trace)  # the answer is never an attribute
 
+    # The status polls above (no traceparent) started no trace; a read inside a caller's trace is a span.
+    read_trace = secrets.token_hex(16)
+    with platform.client() as client:
+        read = client.get(
+            f"/execution/{execution_id}",
+            headers={"traceparent": f"00-{read_trace}-{secrets.token_hex(8)}-01"},
+        )
+        assert read.status_code == 200
+    jaeger.wait_for(
+        read_trace, lambda t: [s["operationName"] for s in t["spans"]] == ["oe GET /execution/{id}"]
+    )
+    untraced = httpx.get(
+        f"{jaeger.query_url}/api/traces",
+        params={"service": "agent-engine-oe", "operation": "oe GET /execution/{id}", "limit": 100},
+        timeout=5,
+    ).json()["data"]
+    assert [t["traceID"] for t in untraced] == [read_trace]
+
 
 def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
