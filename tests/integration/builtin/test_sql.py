@@ -378,7 +378,9 @@ async def _pg_snapshot(admin: Any) -> Any:
 
 async def _pg_corpus(server: SqlServer) -> tuple[Counter[str], list[str], list[str]]:
     admin = await asyncpg.connect(**server.admin)
-    victim = await asyncpg.connect(**server.admin)  # another client's session: it must survive every trick
+    # Another client's session of the same role (which the role could signal): it must survive every trick.
+    agent = {**server.admin, "user": server.user, "password": server.password}
+    victim = await asyncpg.connect(**agent)
     victim_pid = await victim.fetchval("SELECT pg_backend_pid()")
     conn = connector("postgres", server)
     env = {ENV_NAME: server.password}
@@ -404,7 +406,7 @@ async def _pg_corpus(server: SqlServer) -> tuple[Counter[str], list[str], list[s
             alive = await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", victim_pid)
             if alive != 1:
                 failures.append(f"{trick.name}: another session was terminated ({outcome})")
-                victim = await asyncpg.connect(**server.admin)
+                victim = await asyncpg.connect(**agent)
                 victim_pid = await victim.fetchval("SELECT pg_backend_pid()")
             state = (await conn.execute("postgres.query", {"sql": PG_PROBE}, env=env))["rows"]
             if state != probe:
@@ -417,7 +419,7 @@ async def _pg_corpus(server: SqlServer) -> tuple[Counter[str], list[str], list[s
     return outcomes, failures, refused
 
 
-def _maria_state(admin: Any) -> dict[str, Any]:
+def _maria_state(admin: Any, victim_id: int) -> dict[str, Any]:
     with admin.cursor() as cur:
         tables = [row[0] for row in _fetch(cur, "SHOW TABLES")]
         sums = _fetch(cur, f"CHECKSUM TABLE {', '.join(tables)}")
@@ -434,7 +436,11 @@ def _maria_state(admin: Any) -> dict[str, Any]:
             "IN ('INNODB_ROWS_INSERTED', 'INNODB_ROWS_UPDATED', 'INNODB_ROWS_DELETED') ORDER BY 1",
         )
         locks = _fetch(cur, "SELECT " + ", ".join(f"IS_USED_LOCK('{name}')" for name in LOCK_NAMES))
-        sessions = _fetch(cur, "SELECT count(*) FROM information_schema.processlist WHERE user = 'agent'")
+        sessions = _fetch(
+            cur,
+            "SELECT count(*) FROM information_schema.processlist "  # noqa: S608 - an integer
+            f"WHERE user = 'agent' AND id <> {int(victim_id)}",
+        )
     files = sorted(glob.glob(f"{PWNED}*"))
     return {
         "tables": tables,
@@ -452,12 +458,12 @@ def _fetch(cur: Any, sql: str) -> Any:
     return tuple(tuple(row) for row in cur.fetchall())
 
 
-def _settled_maria_state(admin: Any, before: dict[str, Any] | None = None) -> dict[str, Any]:
+def _settled_maria_state(admin: Any, victim_id: int, before: dict[str, Any] | None = None) -> dict[str, Any]:
     """The server notices a closed connection a moment later: give its locks and session time to go (the
     connector's sessions must all be gone, whatever `before` caught)."""
     deadline = time.monotonic() + 3
     while True:
-        state = _maria_state(admin)
+        state = _maria_state(admin, victim_id)
         settled = state["agent sessions"] == ((0,),)
         if (settled and (before is None or state == before)) or time.monotonic() > deadline:
             return state
@@ -466,7 +472,8 @@ def _settled_maria_state(admin: Any, before: dict[str, Any] | None = None) -> di
 
 async def _maria_corpus(server: SqlServer) -> tuple[Counter[str], list[str], list[str]]:
     admin = pymysql.connect(**server.admin, autocommit=True)
-    victim = pymysql.connect(**server.admin, autocommit=True)
+    agent = {**server.admin, "user": server.user, "password": server.password}
+    victim = pymysql.connect(**agent, autocommit=True)  # another session of the same user
     victim_id = victim.thread_id()
     conn = connector("mysql", server)
     env = {ENV_NAME: server.password}
@@ -475,10 +482,10 @@ async def _maria_corpus(server: SqlServer) -> tuple[Counter[str], list[str], lis
     try:
         probe = (await conn.execute("mysql.query", {"sql": MYSQL_PROBE}, env=env))["rows"]
         for trick in TRICKS:
-            before = _settled_maria_state(admin)
+            before = _settled_maria_state(admin, victim_id)
             outcome = await _attempt(conn, "mysql", trick.sql, env, server)
             outcomes[outcome] += 1
-            after = _settled_maria_state(admin, before)
+            after = _settled_maria_state(admin, victim_id, before)
             if after != before:
                 failures.append(f"{trick.name}: changed {_diff(before, after)} ({outcome})")
             with admin.cursor() as cur:
@@ -488,7 +495,7 @@ async def _maria_corpus(server: SqlServer) -> tuple[Counter[str], list[str], lis
                 )
             if alive != ((1,),):
                 failures.append(f"{trick.name}: another session was killed ({outcome})")
-                victim = pymysql.connect(**server.admin, autocommit=True)
+                victim = pymysql.connect(**agent, autocommit=True)
                 victim_id = victim.thread_id()
             state = (await conn.execute("mysql.query", {"sql": MYSQL_PROBE}, env=env))["rows"]
             if state != probe:
