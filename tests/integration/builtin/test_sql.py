@@ -4,6 +4,7 @@ bad credentials, unreachable servers, and `execute`."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import glob
 import json
 import time
@@ -620,3 +621,41 @@ def test_read_only_connector_refuses_execute(engine: tuple[str, SqlServer]) -> N
     with pytest.raises(BuiltinToolError) as caught:
         call(connector(kind, server, read_only=True), f"{kind}.execute", server, sql="DELETE FROM items")
     assert caught.value.category == "query_refused"
+
+
+# Bounded cells and results ------------------------------------------------------------------------------
+
+
+def test_postgres_cells_are_cut_by_the_server(pg: SqlServer) -> None:
+    sql = (
+        "SELECT repeat('é', 50000) AS t, decode(repeat('ab', 30000), 'hex') AS b, "
+        "array_fill(7, ARRAY[20000]) AS a, 42 AS n, NULL::text AS z, "
+        "jsonb_build_object('k', repeat('x', 20000)) AS j"
+    )
+    result = call(connector("postgres", pg), "postgres.query", pg, sql=sql)
+    text, data, array, number, null, document = result["rows"][0]
+    assert text == "é" * 10_000 + "…"
+    assert len(base64.b64decode(data["base64"])) == 10_000
+    assert isinstance(array, str) and array.startswith("{7,7") and array.endswith("…")
+    assert number == 42 and null is None
+    assert document.startswith('{"k": "xxx') and document.endswith("…")
+    assert result["columns"] == ["t", "b", "a", "n", "z", "j"]
+
+
+def test_mysql_cells_are_cut_on_the_wire_even_past_one_packet(maria: SqlServer) -> None:
+    _maria_admin(maria, "SET GLOBAL max_allowed_packet = 64 * 1024 * 1024")
+    big = 17 * 1024 * 1024  # a row over one 16 MiB protocol packet
+    sql = f"SELECT 1 AS n, REPEAT('é', {big // 2}) AS t, NULL AS z, 2.5 AS d, REPEAT('x', 5) AS s"
+    result = call(connector("mysql", maria), "mysql.query", maria, sql=sql)
+    number, text, null, decimal_value, small = result["rows"][0]
+    assert number == 1 and null is None and decimal_value == "2.5" and small == "xxxxx"
+    assert text == "é" * 10_000 + "…"
+
+
+def test_the_result_budget_truncates(engine: tuple[str, SqlServer]) -> None:
+    kind, server = engine
+    series = "generate_series(1, 1000) g" if kind == "postgres" else "seq_1_to_1000"
+    sql = f"SELECT REPEAT('x', 9000) AS t FROM {series}"  # noqa: S608
+    result = call(connector(kind, server), f"{kind}.query", server, sql=sql, limit=1000)
+    assert result["truncated"] is True
+    assert 400 <= result["row_count"] < 1000  # 4 MiB of 9 KB cells

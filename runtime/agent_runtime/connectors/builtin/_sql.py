@@ -1,9 +1,11 @@
 """`BaseSqlConnector`: what postgres and mysql share (C-06): the guard, row caps, result shape, errors.
 
-`<type>.query` runs one guarded SELECT/WITH inside a READ ONLY transaction that is always rolled back, and
-fetches at most `limit` rows (default 100, hard cap 1,000) plus one to tell `truncated`; the SQL is never
-rewritten. `<type>.execute` runs one statement (chaining refused) in a transaction of its own and commits.
-"""
+`<type>.query` runs one read (SELECT, WITH, TABLE, VALUES, EXPLAIN without ANALYZE, SHOW) that the engine's
+parser accepted (`_sqlguard.check_read`), inside a READ ONLY transaction that never commits, with the
+session reset after it; it returns at most `limit` rows (default 100, hard cap 1,000) within a byte budget,
+each cell cut before it reaches this process, and `truncated` when more matched. `<type>.execute` runs one
+statement (chaining refused) in a transaction of its own and commits; `read_only: true` refuses it.
+`test_connection` reports a role stronger than a read needs (category `privileges`)"""
 
 from __future__ import annotations
 
@@ -104,9 +106,10 @@ def sql_tools(prefix: str, engine: str) -> tuple[Any, ...]:
     return (
         tool(
             f"{prefix}.query",
-            f"Run one read-only SELECT (or WITH ... SELECT) on the {engine} database, inside a READ ONLY "
-            f"transaction; placeholders are {placeholder}. Returns columns and rows, at most `limit` rows "
-            f"(default {DEFAULT_LIMIT}, at most {HARD_LIMIT}); `truncated` tells when more matched.",
+            f"Run one read-only SELECT (or WITH, TABLE, VALUES, EXPLAIN, SHOW) on the {engine} database, "
+            f"inside a READ ONLY transaction; placeholders are {placeholder}. Returns columns and rows, "
+            f"at most `limit` rows (default {DEFAULT_LIMIT}, at most {HARD_LIMIT}); `truncated` tells when "
+            "more matched.",
             properties={
                 "sql": {"type": "string", "minLength": 1, "maxLength": 100_000},
                 "params": params,
