@@ -230,6 +230,7 @@ def test_a_decided_review_is_announced_signed_and_a_slow_receiver_never_holds_th
         held = platform.wait(execution_id, "suspended")
         assert "args.to == 'reviewed'" in held["suspension"]["reason"]
         with platform.client() as client:
+            inbox = client.get("/api/v1/projects/team-a/reviews").json()["items"]
             decided = client.post(
                 GATEWAY.format(execution_id=execution_id),
                 json={"decision": "approved", "reviewer_notes": "fine"},
@@ -260,6 +261,9 @@ def test_a_decided_review_is_announced_signed_and_a_slow_receiver_never_holds_th
         "webhooks", lambda b: b["event"] == "review.created" and b["execution_id"] == execution_id
     )
     assert created["asks"] == announced["asks"]
+    # The notification is the inbox's entry, with the event and when it was sent.
+    shown = next(item for item in inbox if item["execution_id"] == execution_id)
+    assert {k: v for k, v in created.items() if k not in ("event", "at")} == shown
     receiver.wait_for("slack", lambda b: execution_id in b["text"] and "was decided (approved)" in b["text"])
     assert receiver.refused == []
     sent = json.dumps([receiver.webhooks, receiver.slack])
