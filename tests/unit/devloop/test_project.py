@@ -12,6 +12,8 @@ from agent_runtime.devloop.project import (
     agent_name,
     database_address,
     find_entrypoint,
+    parse_connector_url,
+    project_bundle,
     resolve,
 )
 from tests.conftest import REPO_ROOT
@@ -76,3 +78,18 @@ def test_a_change_is_seen_and_caches_are_not(tmp_path: Path) -> None:
     (directory / "my_agent" / "agent.py").write_text("app = 1\n# edited\n")
     (directory / "my_agent" / "tools.py").write_text("")
     assert watch.changed(before, watch.snapshot(directory)) == ["my_agent/agent.py", "my_agent/tools.py"]
+
+
+def test_a_connector_url_sets_the_openapi_connectors_base_url() -> None:
+    project = resolve(str(REPO_ROOT / "examples" / "echo-agent"), entrypoint=None, memory=None)
+    assert parse_connector_url("echo=http://127.0.0.1:9000/") == ("echo", "http://127.0.0.1:9000")
+    plain, _ = project_bundle(project, environ={})
+    moved, secrets = project_bundle(project, connector_urls=[("echo", "http://127.0.0.1:9000")], environ={})
+    assert [c.source.base_url for c in plain.connectors] == ["http://127.0.0.1:8080"]
+    assert [c.source.base_url for c in moved.connectors] == ["http://127.0.0.1:9000"]
+    assert moved.digest != plain.digest and secrets == {}
+    with pytest.raises(DevError, match=r"has no OpenAPI connector 'nope' \(it has: echo\)"):
+        project_bundle(project, connector_urls=[("nope", "http://127.0.0.1:9")], environ={})
+    for bad in ("echo", "echo=", "=http://h", "echo=ftp://h/x", "echo=http://"):
+        with pytest.raises(DevError, match="write CONNECTOR=URL"):
+            parse_connector_url(bad)
