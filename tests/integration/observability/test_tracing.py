@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Process
 from tests.integration.jaeger import Jaeger, ObservabilityBinsUnavailable, running_jaeger
-from tests.integration.loop.harness import AGENT, PLANTED
+from tests.integration.loop.harness import AGENT, PLANTED, RUNTIME_TOKEN
 from tests.integration.observability.harness import ObservedPlatform
 from tests.providers.echo_provider import running_echo_provider
 from tests.providers.llm_peer import RunningLLMPeer, Turn
@@ -295,6 +295,44 @@ def test_a_streamed_model_call_has_the_model_span_with_its_usage(
         timeout=5,
     ).json()["data"]
     assert [t["traceID"] for t in untraced] == [read_trace]
+
+
+@pytest.fixture
+def arguments_platform(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, provider_url: str, jaeger: Jaeger
+) -> ObservedPlatform:
+    observe = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "AGENTIC_TRACING_ARGUMENTS": "true",
+    }
+    return _platform(tmp_path, spawn, llm_peer, provider_url, observe)
+
+
+def test_arguments_are_span_attributes_only_when_asked_and_then_redacted_as_the_audit(
+    arguments_platform: ObservedPlatform, jaeger: Jaeger
+) -> None:
+    platform = arguments_platform
+    text = f"hello {PLANTED_ARGUMENT} {RUNTIME_TOKEN}"
+    trace_id = secrets.token_hex(16)
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={"agent": AGENT, "input": {"mode": "calls", "calls": [["shout", {"text": text}]]}},
+            headers={"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"},
+        )
+        assert response.status_code == 202, response.text
+        execution_id = response.json()["execution_id"]
+    assert platform.wait(execution_id, "completed", "failed")["status"] == "completed"
+    trace = jaeger.wait_for(
+        trace_id, lambda t: any(s["operationName"] == "execute_tool shout" for s in t["spans"])
+    )
+    (step,) = _named(_spans(trace), "execute_tool shout")
+    attributes = json.loads(_tags(step)["agent.arguments"])
+    (record,) = [r for r in platform.audit(execution_id) if r["kind"] == "tool" and r["tool"] == "shout"]
+    assert attributes == record["args"]  # redacted exactly as the audit is
+    assert PLANTED_ARGUMENT in attributes["text"]  # an ordinary argument is there, as asked
+    assert RUNTIME_TOKEN not in json.dumps(trace)  # a secret in an argument is not
 
 
 def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
