@@ -171,10 +171,14 @@ class _Worker:
             await writer.drain()
             return await asyncio.wait_for(asyncio.shield(future), spec.timeout_s + _GRACE_S)
         except asyncio.CancelledError:
-            self._pending.pop(call_id, None)
             if self._writer is not None:
                 with contextlib.suppress(Exception):
                     self._writer.write(encode_frame({"type": "cancel", "id": call_id}))
+            # The call ends when the body has: a drain that cancelled it must not hear "done" while the
+            # body still runs in the worker. Its answer (cancelled, or what it returned) is awaited.
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError, WorkerGone):
+                await asyncio.wait_for(asyncio.shield(future), spec.timeout_s + _GRACE_S)
+            self._pending.pop(call_id, None)
             raise
         except TimeoutError:
             self._pending.pop(call_id, None)
