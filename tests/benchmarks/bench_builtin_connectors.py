@@ -114,7 +114,8 @@ async def _bench_query(server: Any) -> None:
 QUERY_300 = (
     "SELECT i.name, o.qty, sum(o.qty * i.price) AS total, coalesce(r.comment, 'none') AS note FROM items i "
     "JOIN orders o ON o.item_id = i.id LEFT JOIN reviews r ON r.id = i.id WHERE i.price > 3 AND i.name "
-    "LIKE '%a%' GROUP BY i.name, o.qty, r.comment ORDER BY total DESC LIMIT 50"
+    "LIKE '%a%' AND o.qty >= 1 AND i.id < 100000 GROUP BY i.name, o.qty, r.comment "
+    "ORDER BY total DESC LIMIT 50"
 )
 STATEMENTS = {
     "short": "SELECT 1",

@@ -76,8 +76,10 @@ class PostgresConnector(BaseSqlConnector):
                         timeout=config["connect_timeout_s"],
                         min_size=0,
                         max_size=config["max_connections"],
-                        # DISCARD ALL after every read drops prepared statements: keep none cached.
+                        # DISCARD ALL on every release (instead of asyncpg's own reset) drops prepared
+                        # statements: keep none cached.
                         statement_cache_size=0,
+                        reset=_reset_session,
                         # The guard lexes with standard strings (a backslash is a plain character); the
                         # statement timeout is the session's default, so no call spends a round trip on it.
                         server_settings={
@@ -102,28 +104,25 @@ class PostgresConnector(BaseSqlConnector):
         pool = await self._get_pool(env)
         try:
             async with pool.acquire() as conn:
+                transaction = conn.transaction(readonly=True)
+                await transaction.start()
                 try:
-                    transaction = conn.transaction(readonly=True)
-                    await transaction.start()
-                    try:
-                        statement = await conn.prepare(text)
-                        attributes = statement.get_attributes()
-                        columns = [attr.name for attr in attributes]
-                        if kind == "SelectStmt" and attributes:
-                            # The server cuts every variable-length cell before it is sent.
-                            wrapped = bounded_select(
-                                text,
-                                [(a.name, _type_name(a.type)) for a in attributes],
-                                cut_chars=CELL_CUT_CHARS,
-                            )
-                            parse_read(wrapped)
-                            statement = await conn.prepare(wrapped)
-                        cursor = await statement.cursor(*params)
-                        rows, budget_hit = await _fetch_within_budget(cursor, limit=limit)
-                    finally:
-                        await transaction.rollback()  # a read leaves nothing behind, whatever happened
+                    statement = await conn.prepare(text)
+                    attributes = statement.get_attributes()
+                    columns = [attr.name for attr in attributes]
+                    if kind == "SelectStmt" and attributes:
+                        # The server cuts every variable-length cell before it is sent.
+                        wrapped = bounded_select(
+                            text,
+                            [(a.name, _type_name(a.type)) for a in attributes],
+                            cut_chars=CELL_CUT_CHARS,
+                        )
+                        parse_read(wrapped)
+                        statement = await conn.prepare(wrapped)
+                    cursor = await statement.cursor(*params)
+                    rows, budget_hit = await _fetch_within_budget(cursor, limit=limit)
                 finally:
-                    await _reset_session(conn)
+                    await transaction.rollback()  # a read leaves nothing behind, whatever happened
         except BuiltinToolError:
             raise
         except Exception as exc:
@@ -255,11 +254,9 @@ async def _fetch_within_budget(cursor: Any, *, limit: int) -> tuple[list[Sequenc
 
 
 async def _reset_session(conn: Any) -> None:
-    """DISCARD ALL: no lock, setting, prepared statement or temporary table outlives a call."""
-    try:
-        await conn.execute("DISCARD ALL")
-    except Exception:
-        conn.terminate()  # its state is unknown; the pool opens a fresh one
+    """The pool's reset on every release: DISCARD ALL, so no lock, setting, prepared statement or temporary
+    table outlives a call (when it fails, the pool closes the connection)."""
+    await conn.execute("DISCARD ALL")
 
 
 def _message(exc: BaseException) -> str:
