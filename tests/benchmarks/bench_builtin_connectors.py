@@ -3,7 +3,9 @@
 A private PostgreSQL (Debian's package, tests/peers/servers.py) holds a 1,000-row table. The direct
 baseline does what the connector's read does, minus the connector: one pooled connection, a READ ONLY
 transaction, a prepared statement, a cursor fetching `limit + 1` rows and a rollback. The connector adds
-argument checking against the tool's schema, the guard, the JSON-shaped result and its error mapping.
+argument checking against the tool's schema, the guard (PostgreSQL's parser), a second prepare of the
+statement wrapped so the server cuts long cells, DISCARD ALL on release, the JSON-shaped result and its
+error mapping.
 Calls alternate in blocks so drift on a shared machine hits both alike. Then the guard's own cost per
 statement for short, typical and long statements, both dialects. Figures are printed, never asserted.
 """
