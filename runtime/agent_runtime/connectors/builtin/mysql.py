@@ -1,10 +1,13 @@
 """`mysql`: an external MySQL or MariaDB database through aiomysql (`mysql.query`, `mysql.execute`).
 
-Reads run as `START TRANSACTION READ ONLY` with a statement time limit and are rolled back; rows come from
-an unbuffered cursor, `limit + 1` at most. Connections are opened without the multi-statements capability
-(aiomysql always asks for it), so the server itself refuses `a; b` behind the guard and the READ ONLY
-transaction. The session's sql_mode is pinned to what the guard's lexer assumes.
-"""
+Reads are parsed first (`_mysql_readonly`: the exact lexer strips comments, sqlglot parses), then run as
+`START TRANSACTION READ ONLY` with a statement time limit on a connection of their own, which is closed
+after the call (COM_QUIT): no named lock, user variable or LAST_INSERT_ID reaches another call, and the
+unfinished transaction ends with it. Rows come from an unbuffered result read off the wire with each cell
+cut as it arrives (`_mysql_rows`), `limit + 1` at most, within the result's byte budget. `%s`
+placeholders are bound here, outside literals only. Connections are opened without the multi-statements
+capability (aiomysql always asks for it), so the server itself refuses `a; b`. The session's sql_mode is
+pinned to what the guard's lexer assumes."""
 
 from __future__ import annotations
 
