@@ -659,3 +659,38 @@ def test_the_result_budget_truncates(engine: tuple[str, SqlServer]) -> None:
     result = call(connector(kind, server), f"{kind}.query", server, sql=sql, limit=1000)
     assert result["truncated"] is True
     assert 400 <= result["row_count"] < 1000  # 4 MiB of 9 KB cells
+
+
+SUPERUSER_TRICKS = {
+    "postgres": [
+        "SELECT pg_read_file('postgresql.conf')",
+        "SELECT * FROM pg_ls_dir('.')",
+        "SELECT pg_reload_conf()",
+        'SELECT U&"pg_terminate_backend"(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid()',
+        "SELECT pg_logical_emit_message(false, 'x', 'y')",
+        f"SELECT lo_export(lo_from_bytea(0, 'x'), '{PWNED}.su')",
+    ],
+    "mysql": [
+        "SELECT LOAD_FILE('/etc/hostname')",
+        f"SELECT 1 INTO OUTFILE '{PWNED}.su'",
+        "SELECT `GET_LOCK`('ae_lock', 0)",
+        "SELECT LAST_INSERT_ID(7)",
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+def test_the_guard_holds_even_for_a_superuser_role(kind: str, pg: SqlServer, maria: SqlServer) -> None:
+    """With a role that could do all of it (the issue's finding), the parser refuses each before it runs."""
+    server = _server(kind, pg, maria)
+    admin = server.admin
+    strong = (PostgresConnector if kind == "postgres" else MysqlConnector)(
+        {"host": admin["host"], "port": admin["port"], "database": admin["database"], "user": admin["user"]},
+        name="shop",
+        credentials={"password": ENV_NAME},
+    )
+    for sql in SUPERUSER_TRICKS[kind]:
+        with pytest.raises(BuiltinToolError) as caught:
+            call(strong, f"{kind}.query", server, password=admin["password"], sql=sql)
+        assert caught.value.category == "query_refused", sql
+    assert glob.glob(f"{PWNED}*") == []
