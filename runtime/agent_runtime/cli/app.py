@@ -6,6 +6,7 @@ import click
 
 from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, logs, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
+from agent_runtime.cli.target_flags import add_target_flags
 
 
 class Cli(click.Group):
@@ -56,6 +57,13 @@ for command in (
     dev.dev,
 ):
     cli.add_command(command)
+
+# The same flags after the verb (`get executions -n NS`), except where no OE is talked to.
+add_target_flags(
+    cli,
+    skip={"dev", "completion", "connectors compile", "connectors scaffold", "connectors regenerate",
+          "connectors bundle"},
+)  # fmt: skip
 
 
 def main() -> None:

@@ -50,6 +50,10 @@ def test_invoke_held_for_review_then_approved_with_edited_args_completes_and_is_
     assert table.returncode == 0 and execution_id in table.stdout and "transfer" in table.stdout
     assert "TOOL" in table.stdout.splitlines()[0]
     assert ok_json(platform, "-n", "team-b", "reviews")["items"] == []
+    # The namespace after the verb too, as kubectl takes it; the nearer flag wins.
+    assert ok_json(platform, "reviews", "-n", "team-a")["items"] == pending
+    assert ok_json(platform, "-n", "team-b", "reviews", "-n", "team-a")["items"] == pending
+    assert ok_json(platform, "-n", "team-a", "reviews", "-n", "team-b")["items"] == []
     assert [item["execution_id"] for item in ok_json(platform, "reviews", "-A")["items"]] == [execution_id]
 
     edited = {"amount": 7, "to": "bob"}
