@@ -355,7 +355,7 @@ class InvokeRequest(Request):
     def _offered_modes(cls, value: Any) -> Any:
         # LangGraph's other modes: a clear refusal naming what to ask for instead (issue 32).
         asked = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-        refused = [mode for mode in asked if mode in REFUSED_STREAM_MODES]
+        refused = [mode for mode in asked if isinstance(mode, str) and mode in REFUSED_STREAM_MODES]
         if refused:
             raise ValueError(
                 f"stream mode {refused[0]!r} ({REFUSED_STREAM_MODES[refused[0]]}) is not offered; ask for "
