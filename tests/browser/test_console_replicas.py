@@ -4,6 +4,8 @@ a browser signed in on one is signed in on the other, and signing out on either 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -89,4 +91,45 @@ def test_a_session_made_on_one_replica_works_on_the_other_and_sign_out_ends_it_o
     signed.page.goto(one + "/console/inbox")
     signed.page.wait_for_url("**/console/sign-in")
     for process in replicas.processes:
+        assert CLIENT_TOKEN not in process.output() and cookie not in process.output()
+
+
+def _signed_in_cookie(base: str) -> str:
+    """A session made over plain HTTP as the sign-in page's script makes it (its one-time value, JSON)."""
+    form = httpx.get(f"{base}/console/sign-in")
+    login = form.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+    answer = httpx.post(
+        f"{base}/console/sign-in",
+        json={"token": CLIENT_TOKEN, "login_csrf": login},
+        headers={"cookie": f"ae_console_login={login}", "origin": base},
+    )
+    assert answer.status_code == 200, answer.text
+    made = next(
+        v for k, v in answer.headers.multi_items() if k == "set-cookie" and v.startswith("ae_console=")
+    )
+    return made.split(";", 1)[0].split("=", 1)[1]
+
+
+def test_while_the_store_is_away_a_session_lookup_is_a_503_and_the_session_survives(
+    replicas: Replicas, postgres: RunningPostgres
+) -> None:
+    one, two = replicas.urls
+    cookie = _signed_in_cookie(one)
+    assert _me(two, cookie) == 200
+    postgres.stop()
+    try:
+        away = httpx.get(f"{two}/console/data/me", headers={"cookie": f"ae_console={cookie}"}, timeout=30)
+        assert away.status_code == 503, away.text
+        assert away.headers["retry-after"] and "store" in away.json()["message"]
+        assert "Traceback" not in away.text and "postgresql://" not in away.text
+    finally:
+        # Its own thread: Playwright's event loop may hold this one (the module's browser fixture).
+        restart = threading.Thread(target=postgres.start)
+        restart.start()
+        restart.join(timeout=60)
+    deadline = time.monotonic() + 30
+    while _me(two, cookie) != 200:
+        assert time.monotonic() < deadline, "the session did not come back with the store"
+        time.sleep(0.5)
+    for process in replicas.processes:  # the token and the cookie reach no log, outage or not
         assert CLIENT_TOKEN not in process.output() and cookie not in process.output()
