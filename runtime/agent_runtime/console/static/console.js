@@ -486,7 +486,7 @@
     setInterval(() => refresh().catch(() => setStatus("The OE did not answer; retrying.", true)), INBOX_POLL_MS);
   }
 
-  const STATUSES = ["pending", "running", "suspended", "completed", "failed", "cancelled"];
+  const STATUSES = ["queued", "pending", "running", "suspended", "completed", "failed", "cancelled"];
 
   async function executionsPage() {
     clearMain("Executions");
