@@ -511,6 +511,8 @@ def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[s
 
 def llm_peer_objects() -> list[dict[str, Any]]:
     """The scripted model as a Deployment and Service of the app namespace (its code from a ConfigMap)."""
+    from tests.install_flow_cli import CLI_LLM_SCRIPT  # here: that module imports this one
+
     labels = {"app.kubernetes.io/name": LLM_PEER}
     source = (REPO_ROOT / "tests" / "providers" / "llm_peer.py").read_text()
     return [
@@ -518,7 +520,7 @@ def llm_peer_objects() -> list[dict[str, Any]]:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": LLM_PEER},
-            "data": {"llm_peer.py": source, "script.json": json.dumps(LLM_SCRIPT)},
+            "data": {"llm_peer.py": source, "script.json": json.dumps(LLM_SCRIPT + CLI_LLM_SCRIPT)},
         },
         {
             "apiVersion": "v1",
@@ -787,6 +789,16 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
         )  # fmt: skip
         wait_agent_generation_ready(kube, namespace=app_ns, agent=EXAMPLE_AGENT)
         report["invocation"] = invoke_through_oe(kube, system_ns=system_ns, app_ns=app_ns)
+    with platform.step("agentengine through the kubeconfig: follow, approve --edit, reject, cancel"):
+        import tempfile
+
+        from tests.install_flow_cli import cli_through_kubeconfig
+
+        with tempfile.TemporaryDirectory(prefix="journey-cli-") as work:
+            report["cli"] = cli_through_kubeconfig(
+                kube, system_ns=system_ns, app_ns=app_ns, work=Path(work),
+                earlier_execution=report["invocation"]["execution"],
+            )  # fmt: skip
     with platform.step("helm upgrade"):
         helm_upgrade(kube, namespace=system_ns, values={"operator.logFormat": "text"})
         rollout(kube, namespace=system_ns, deployment=OPERATOR_DEPLOYMENT)
