@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_runtime.contract import is_platform_env
+from agent_runtime.contract import TOKEN_FILE_ENV, is_platform_env
 from agent_runtime.sdk import ToolSpec
 from agent_runtime.servers.tenant_frames import encode_frame, read_frame
 
@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
 # Platform variables that carry a credential (or point at one) never reach a worker.
 _CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|PRIVATE|CREDENTIAL", re.IGNORECASE)
+# The runtime token's file path does reach a worker: the mounted file is readable from the worker anyway
+# (same pod, same filesystem), and a tool's memory client (sdk.memory) needs it with the run's statement.
+_SHARED_POINTERS = frozenset({TOKEN_FILE_ENV})
 # A sync body keeps its worker thread until it returns; the worker's own timeout answers first.
 _GRACE_S = 5.0
 
@@ -55,12 +58,13 @@ PLAIN_ENV = "AGENTIC_TOOL_PLAIN_ENV"
 
 def worker_base_env(environ: Mapping[str, str]) -> dict[str, str]:
     """What every worker starts with: the platform's variables and the plain ones the operator lists,
-    minus any that names a credential."""
+    minus any that names a credential (but for the runtime token file's path)."""
     plain = {name.strip() for name in environ.get(PLAIN_ENV, "").split(",") if name.strip()}
     return {
         name: value
         for name, value in environ.items()
-        if (is_platform_env(name) or name in plain) and not _CREDENTIAL_NAME.search(name)
+        if name in _SHARED_POINTERS
+        or ((is_platform_env(name) or name in plain) and not _CREDENTIAL_NAME.search(name))
     }
 
 

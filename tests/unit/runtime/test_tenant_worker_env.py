@@ -18,7 +18,8 @@ def test_worker_env_holds_no_secret() -> None:
         "PYTHONPATH": "/app",
         "AGENT_ENTRYPOINT": "pkg.mod:app",
         "AGENTIC_MEMORY_URL": "http://memory:8081",
-        "RUNTIME_TOKEN_FILE": "/etc/agent-engine/token",  # a platform name that points at a credential
+        "RUNTIME_TOKEN_FILE": "/etc/agent-engine/token",  # a path the worker can read anyway (memory)
+        "RUNTIME_TOKEN": "the-token-itself",  # a credential's value never does
         "AGENTIC_LLM_API_KEY": "sk-live-llm",
         "OPENAI_API_KEY": "sk-live-llm",
         "STRIPE_KEY": "sk_live_connector",
@@ -33,6 +34,7 @@ def test_worker_env_holds_no_secret() -> None:
         "PYTHONPATH": "/app",
         "AGENT_ENTRYPOINT": "pkg.mod:app",
         "AGENTIC_MEMORY_URL": "http://memory:8081",
+        "RUNTIME_TOKEN_FILE": "/etc/agent-engine/token",
         "HTTP_TIMEOUT": "20",
         "REGION": "eu",
         "AGENTIC_TOOL_PLAIN_ENV": "HTTP_TIMEOUT,REGION,SERVICE_TOKEN",
