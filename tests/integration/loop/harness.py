@@ -11,7 +11,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from agent_runtime.execution_token import (
 from agent_runtime.oe.registration import tool_entries
 from tests.conftest import REPO_ROOT, Process, free_port
 from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
+from tests.providers.echo_provider import running_echo_provider
+from tests.providers.llm_peer import running_llm_peer
 
 TENANT_DIR = Path(__file__).resolve().parent / "tenant"
 AGENT = "team-a/loop"
@@ -264,3 +267,11 @@ class Platform:
     def audit(self, execution_id: str) -> list[dict[str, Any]]:
         with self.client() as client:
             return list(client.get(f"/execution/{execution_id}/audit").json()["records"])
+
+
+@contextmanager
+def platform_on_peers(*, tmp: Path, spawn: Any, **settings: Any) -> Iterator[Platform]:
+    """A Platform (not started) wired to a loopback model peer and echo provider that live as long as it."""
+    with running_llm_peer() as peer, running_echo_provider() as provider:
+        urls = {"llm_base_url": peer.base_url, "provider_url": provider.url}
+        yield Platform(tmp=tmp, spawn=spawn, **urls, **settings)

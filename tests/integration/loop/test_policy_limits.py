@@ -21,10 +21,15 @@ from agent_runtime.oe.audit_export import EXPORT_FILE_ENV, OTLP_ENDPOINT_ENV, OT
 from agent_runtime.oe.limiter import DEFAULT_LIMITS_ENV
 from agent_runtime.oe.usage import PRICES_ENV
 from tests.conftest import REPO_ROOT, free_port
-from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, PLANTED, RUNTIME_TOKEN, Platform
+from tests.integration.loop.harness import (
+    AGENT,
+    CLIENT_TOKEN,
+    PLANTED,
+    RUNTIME_TOKEN,
+    Platform,
+    platform_on_peers,
+)
 from tests.peers.otlp_logs_receiver import LogsReceiver, running_logs_receiver
-from tests.providers.echo_provider import running_echo_provider
-from tests.providers.llm_peer import running_llm_peer
 from tests.providers.notify_receiver import Receiver, running_receiver
 
 pytestmark = pytest.mark.integration
@@ -130,15 +135,12 @@ def platform(
     receiver: Receiver,
     logs_receiver: LogsReceiver,
 ) -> Iterator[Platform]:
-    with running_llm_peer() as peer, running_echo_provider() as provider:
-        loop = Platform(
-            tmp=tmp_path_factory.mktemp("policy"),
-            spawn=module_spawn,
-            llm_base_url=peer.base_url,
-            provider_url=provider.url,
-            policy=POLICY,
-            registration={"limits": LIMITS, "notify": agent_notify(receiver)},
-        )
+    with platform_on_peers(
+        tmp=tmp_path_factory.mktemp("policy"),
+        spawn=module_spawn,
+        policy=POLICY,
+        registration={"limits": LIMITS, "notify": agent_notify(receiver)},
+    ) as loop:
         loop.start_tool_pod()
         loop.start_aer()
         loop.write_registrations()

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.loop.harness import AGENT, Platform
-from tests.providers.echo_provider import running_echo_provider
-from tests.providers.llm_peer import running_llm_peer
+from tests.integration.loop.harness import AGENT, Platform, platform_on_peers
 
 pytestmark = pytest.mark.integration
 
@@ -21,14 +19,8 @@ LIMITS = {"maxConcurrentExecutions": 1, "onLimit": "queue"}
 
 @pytest.fixture(scope="module")
 def platform(module_spawn: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
-    with running_llm_peer() as peer, running_echo_provider() as provider:
-        loop = Platform(
-            tmp=tmp_path_factory.mktemp("queue"),
-            spawn=module_spawn,
-            llm_base_url=peer.base_url,
-            provider_url=provider.url,
-            registration={"limits": LIMITS},
-        )
+    tmp = tmp_path_factory.mktemp("queue")
+    with platform_on_peers(tmp=tmp, spawn=module_spawn, registration={"limits": LIMITS}) as loop:
         yield loop.start()
 
 
