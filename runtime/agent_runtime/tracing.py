@@ -2,9 +2,9 @@
 
 One governed turn is one trace: the client's `traceparent` (if any) -> the OE's execution and run spans ->
 the AER's request -> the OE's step span -> the Tool Pod's request -> the provider's HTTP call (and the
-Memory server's). Every hop carries W3C `traceparent`: servers read it in `TracingMiddleware`, aiohttp
-sessions write it through `aiohttp_trace_configs()` (which also times the call as a client span) and httpx
-clients through `httpx_event_hooks()`.
+Memory server's). Every hop carries W3C `traceparent`: servers read it in `TracingMiddleware`, the
+platform's aiohttp calls write it with `inject()`, a provider's call (connectors.async_client.send) is a
+client span of its own (`start_client_span`), and httpx clients send it through `httpx_event_hooks()`.
 
 Which exporters run (B-18): `AGENTIC_TRACING_EXPORTER`, a comma-separated list of `otlp`, `jsonl`, `mongodb`
 or `none`; unset, `otlp` when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set,
@@ -215,61 +215,43 @@ def mark_error(category: str) -> None:
 # -- HTTP clients -----------------------------------------------------------------------------------------
 
 
-def aiohttp_trace_configs(*, client_span: bool = True) -> list[Any]:
-    """For `aiohttp.ClientSession(trace_configs=...)`: the traceparent on every request, and (client_span)
-    a client span per request naming the method and host, never the path's query string.
+def start_client_span(method: str, *, host: str, port: int, path: str) -> trace.Span:
+    """A client span for one outgoing call to a provider, naming the method and host, never the query
+    string; the caller injects its context into the request (`inject_span`) and ends it (`end_client_span`).
 
-    Empty when tracing is off. The platform's own hops (OE -> AER, AER -> OE) send the traceparent without a
-    span of their own: the server span on the other side times them, and every span costs the turn.
+    Called by hand around the request rather than through aiohttp's TraceConfig: its signals cost more per
+    request than the span itself. The platform's own hops (OE -> AER, AER -> OE) send only the traceparent
+    (`inject`): the server span on the other side times them, and every span costs the turn.
     """
-    if not _state["enabled"]:
-        return []
-    import aiohttp
+    return tracer().start_span(
+        f"{method} {host}",
+        kind=SpanKind.CLIENT,
+        attributes={
+            "http.request.method": method,
+            "server.address": host,
+            "server.port": port,
+            "url.path": path,
+        },
+    )
 
-    config = aiohttp.TraceConfig()
-    if not client_span:
 
-        async def inject_only(_: Any, ctx: Any, params: Any) -> None:
-            _propagator.inject(params.headers)
+def inject_span(span: trace.Span, headers: MutableMapping[str, str]) -> None:
+    """Write `span`'s traceparent into outgoing headers."""
+    _propagator.inject(headers, context=trace.set_span_in_context(span))
 
-        config.on_request_start.append(inject_only)
-        return [config]
 
-    async def on_start(_: Any, ctx: Any, params: Any) -> None:
-        url = params.url
-        span = tracer().start_span(
-            f"{params.method} {url.host}",
-            kind=SpanKind.CLIENT,
-            attributes={
-                "http.request.method": params.method,
-                "server.address": url.host or "",
-                "server.port": url.port or 0,
-                "url.path": url.path,
-            },
-        )
-        ctx.span = span
-        _propagator.inject(params.headers, context=trace.set_span_in_context(span))
-
-    async def on_end(_: Any, ctx: Any, params: Any) -> None:
-        span = getattr(ctx, "span", None)
-        if span is not None:
-            status = params.response.status
-            span.set_attribute("http.response.status_code", status)
-            if status >= 500:
-                span.set_status(Status(StatusCode.ERROR))
-            span.end()
-
-    async def on_error(_: Any, ctx: Any, params: Any) -> None:
-        span = getattr(ctx, "span", None)
-        if span is not None:
-            span.set_attribute("error.type", type(params.exception).__name__)
+def end_client_span(
+    span: trace.Span, *, status: int | None = None, error: BaseException | None = None
+) -> None:
+    """End a client span with the response's status code, or the type of the error that stopped it."""
+    if error is not None:
+        span.set_attribute("error.type", type(error).__name__)
+        span.set_status(Status(StatusCode.ERROR))
+    elif status is not None:
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500:
             span.set_status(Status(StatusCode.ERROR))
-            span.end()
-
-    config.on_request_start.append(on_start)
-    config.on_request_end.append(on_end)
-    config.on_request_exception.append(on_error)
-    return [config]
+    span.end()
 
 
 def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:

@@ -38,14 +38,18 @@ EXECUTIONS_PER_ROUND = 5
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(stack: Stack) -> float:
-    """User + system CPU of the stack's processes so far (all their threads), from /proc."""
-    total = 0.0
-    for proc in stack.processes:
+# Stack.processes in start order: start_runtimes launches the Tool Pod then the AER, start_oe the OE.
+COMPONENTS = ("tool", "aer", "oe")
+
+
+def _cpu_by_component(stack: Stack) -> dict[str, float]:
+    """User + system CPU of each of the stack's processes so far (all their threads), from /proc."""
+    used: dict[str, float] = {}
+    for name, proc in zip(COMPONENTS, stack.processes, strict=False):
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
-    return total
+            used[name] = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+    return used
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -115,6 +119,7 @@ def main() -> None:
                 _Receiver.received = _Receiver.requests = 0
             timings: dict[str, list[float]] = {"off": [], "otlp": []}
             cpu = {"off": 0.0, "otlp": 0.0}
+            cpu_parts: dict[str, dict[str, float]] = {"off": {}, "otlp": {}}
             round_ratios: list[float] = []
             cpu_ratios: list[float] = []
             by_label = {"off": (off, off_port), "otlp": (on, on_port)}
@@ -124,11 +129,15 @@ def main() -> None:
                 order = ["off", "otlp"] if round_ % 2 == 0 else ["otlp", "off"]
                 for label in order:
                     stack, port = by_label[label]
-                    before = _cpu_seconds(stack)
+                    before = _cpu_by_component(stack)
                     steps, _ = asyncio.run(
                         _platform_steps(port, executions=EXECUTIONS_PER_ROUND, at_once=False)
                     )
-                    used[label] = _cpu_seconds(stack) - before
+                    after = _cpu_by_component(stack)
+                    for name in after:
+                        spent = after[name] - before.get(name, after[name])
+                        cpu_parts[label][name] = cpu_parts[label].get(name, 0.0) + spent
+                    used[label] = sum(after.values()) - sum(before.values())
                     cpu[label] += used[label]
                     timings[label] += steps["llm"] + steps["tool"]
                     medians[label] = statistics.median(steps["llm"] + steps["tool"])
@@ -161,6 +170,10 @@ def main() -> None:
         f"OTLP {_ms(per_step_on)} | ratio {per_step_on / per_step_off:.3f} "
         f"(median of the rounds' own: {statistics.median(cpu_ratios):.3f})"
     )
+    for name in COMPONENTS:
+        part_off = cpu_parts["off"].get(name, 0.0) / steps_traced
+        part_on = cpu_parts["otlp"].get(name, 0.0) / steps_traced
+        print(f"    {name:>4}: off {_ms(part_off)} | OTLP {_ms(part_on)} | added {_ms(part_on - part_off)}")
     print("  target: under 10% added at p50 (ratio < 1.10)")
     print(
         f"  trace data: {received} bytes of OTLP protobuf in {requests} exports, "

@@ -97,7 +97,9 @@ def test_off_installs_nothing_and_every_hook_is_a_pass_through() -> None:
         return None
 
     assert tracing.instrument(app, component="oe") is app
-    assert tracing.aiohttp_trace_configs() == [] and tracing.aiohttp_trace_configs(client_span=False) == []
+    headers: dict[str, str] = {}
+    tracing.inject(headers)
+    assert headers == {}
     assert tracing.httpx_event_hooks(asynchronous=True) == {}
     assert tracing.current_traceparent() is None and tracing.current_ids() == (None, None)
     with spans.step(execution_id="e", step=1, tool="t", llm_id=None, is_llm=False):

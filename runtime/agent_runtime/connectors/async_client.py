@@ -36,10 +36,6 @@ def new_session(*, max_connections: int, ssl_context: ssl.SSLContext | None = No
     """
     if aiohttp is None:  # pragma: no cover
         raise RuntimeError("aexecute needs aiohttp; install agent-engine[runtime]")
-    # Imported here: tracing needs OpenTelemetry (the runtime extra), and compile-only installs (the operator
-    # image, the CLI) import this module through the connector core without ever sending.
-    from agent_runtime.tracing import aiohttp_trace_configs
-
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=max_connections, ttl_dns_cache=60, ssl=ssl_context or True),
         cookie_jar=aiohttp.DummyCookieJar(),  # never carry one caller's cookies into another's call
@@ -48,7 +44,6 @@ def new_session(*, max_connections: int, ssl_context: ssl.SSLContext | None = No
         # Accept-Encoding, no Content-Type: application/octet-stream on a bodiless PUT.
         skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
         request_class=exact_request_class(),
-        trace_configs=aiohttp_trace_configs(),  # the provider's call as a client span (agent_runtime.tracing)
     )
 
 
@@ -110,7 +105,42 @@ async def send(
     content: bytes | None,
     timeout_s: float,
 ) -> AioResponse:
-    """Send and return once headers arrived; every phase is bounded by what remains of the budget."""
+    """Send and return once headers arrived; every phase is bounded by what remains of the budget.
+
+    With tracing on, the call is a client span (agent_runtime.tracing) and carries its traceparent.
+    """
+    # Imported here: tracing needs OpenTelemetry (the runtime extra), and compile-only installs (the operator
+    # image, the CLI) import this module through the connector core without ever sending.
+    from agent_runtime import tracing
+
+    if not tracing.enabled():
+        return await _send(
+            session, method=method, url=url, headers=headers, content=content, timeout_s=timeout_s
+        )
+    target = yarl.URL(url, encoded=True)
+    span = tracing.start_client_span(method, host=target.host or "", port=target.port or 0, path=target.path)
+    traced = dict(headers)
+    tracing.inject_span(span, traced)
+    try:
+        response = await _send(
+            session, method=method, url=url, headers=traced, content=content, timeout_s=timeout_s
+        )
+    except BaseException as exc:
+        tracing.end_client_span(span, error=exc)
+        raise
+    tracing.end_client_span(span, status=response.status_code)
+    return response
+
+
+async def _send(
+    session: Any,
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    content: bytes | None,
+    timeout_s: float,
+) -> AioResponse:
     timeout = aiohttp.ClientTimeout(
         total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
     )

@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from agent_runtime import tracing
 from agent_runtime.execution_token import Audience
 from agent_runtime.oe.registration import AgentRegistration
 
@@ -62,6 +63,7 @@ async def authorized(
         headers = runtime_headers(credential)
         if accept is not None:
             headers["accept"] = accept
+        tracing.inject(headers)  # the traceparent to the AER and the Tool Pod
         async with session.request(method, url, headers=headers, **kwargs) as response:
             if response.status == 401 and index + 1 < len(offered):
                 continue

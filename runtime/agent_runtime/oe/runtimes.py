@@ -34,7 +34,6 @@ from agent_runtime.protocol import (
     CallOutcome,
     InvokeLLMRequest,
 )
-from agent_runtime.tracing import aiohttp_trace_configs
 
 logger = logging.getLogger(__name__)
 
@@ -99,9 +98,6 @@ class Runtimes:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
                 skip_auto_headers=("User-Agent",),
-                trace_configs=aiohttp_trace_configs(
-                    client_span=False
-                ),  # traceparent to the AER and the Tool Pod
             )
         return self._session
 

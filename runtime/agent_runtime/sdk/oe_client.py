@@ -19,6 +19,7 @@ from typing import Protocol
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from agent_runtime import tracing
 from agent_runtime.contract import OE_URL_ENV
 from agent_runtime.protocol import (
     OE_CALLBACK_PATH,
@@ -34,7 +35,6 @@ from agent_runtime.protocol import (
 )
 from agent_runtime.sdk.errors import PlatformFailure
 from agent_runtime.token_file import TokenLike, as_rotating
-from agent_runtime.tracing import aiohttp_trace_configs
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,6 @@ class OEClient:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,  # no proxy or netrc the platform did not configure
                 skip_auto_headers=("User-Agent",),
-                trace_configs=aiohttp_trace_configs(client_span=False),  # traceparent back to the OE
             )
             self._loop = loop
         return self._session
@@ -204,11 +203,13 @@ class OEClient:
     async def _post_as(
         self, token: str, path: str, body: BaseModel, *, limits: aiohttp.ClientTimeout | None = None
     ) -> tuple[int, bytes]:
+        headers = {"authorization": f"Bearer {token}", **_JSON_HEADERS}
+        tracing.inject(headers)  # the traceparent back to the OE
         try:
             async with self._pool().post(
                 self._base_url + path,
                 data=body.model_dump_json().encode(),
-                headers={"authorization": f"Bearer {token}", **_JSON_HEADERS},
+                headers=headers,
                 timeout=limits or self._call_timeout,
                 allow_redirects=False,  # a redirect would carry the bearer token somewhere else
             ) as response:
