@@ -271,11 +271,13 @@ def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:
 # -- servers ----------------------------------------------------------------------------------------------
 
 
-# Routes whose request is already a span of its own inside (the OE's step span, the Tool Pod's model span):
-# the middleware only makes the caller's context current there, since every span costs the turn.
+# Routes whose request is already a span of its own (the OE's step span, the Tool Pod's model span) or is
+# timed by one on the caller's side (the Tool Pod's `/execute`: the OE's step span routes it and ends when it
+# answers, and a provider's call from the tool is a client span under it): the middleware only makes the
+# caller's context current there, since every span costs the turn.
 CONTEXT_ONLY = {
     "oe": frozenset({"/tool/execute", "/tool/result", "/executor/callback"}),
-    "tool": frozenset({"/invoke_llm"}),
+    "tool": frozenset({"/invoke_llm", "/execute"}),
 }
 
 

@@ -33,7 +33,7 @@ from tests.benchmarks.bench_oe import Stack, _ms
 from tests.benchmarks.bench_toolpod import _percentile
 from tests.conftest import REPO_ROOT, free_port, wait_for_port
 
-ROUNDS = 10
+ROUNDS = 20
 EXECUTIONS_PER_ROUND = 5
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -102,7 +102,7 @@ def test_off_installs_nothing_and_every_hook_is_a_pass_through() -> None:
     assert headers == {}
     assert tracing.httpx_event_hooks(asynchronous=True) == {}
     assert tracing.current_traceparent() is None and tracing.current_ids() == (None, None)
-    with spans.step(execution_id="e", step=1, tool="t", llm_id=None, is_llm=False):
+    with spans.step(step=1, tool="t", llm_id=None, is_llm=False):
         assert not trace.get_current_span().get_span_context().is_valid
     assert spans.execution_started(execution_id="e", agent="a/b") is None
 

@@ -97,20 +97,16 @@ def _remember(execution_id: str, span: Span) -> None:
 
 
 @contextlib.contextmanager
-def step(*, execution_id: str, step: int, tool: str, llm_id: str | None, is_llm: bool) -> Iterator[None]:
+def step(*, step: int, tool: str, llm_id: str | None, is_llm: bool) -> Iterator[None]:
     """A span for one governed call, current while the OE decides and routes it."""
     if not tracing.enabled():
         yield
         return
     operation = "chat" if is_llm else "execute_tool"
-    attributes: dict[str, Any] = {
-        "agent.execution.id": execution_id,
-        "agent.step": step,
-        "agent.tool": tool,
-        "gen_ai.operation.name": operation,
-    }
-    if not is_llm:  # a model step's llm id is in its name
-        attributes["gen_ai.tool.name"] = tool
+    # The execution's id is on its execution and run spans (one trace is one execution), a tool's name once
+    # as `gen_ai.tool.name`: each attribute is encoded and exported per step, so none is said twice.
+    attributes: dict[str, Any] = {"agent.step": step, "gen_ai.operation.name": operation}
+    attributes["agent.tool" if is_llm else "gen_ai.tool.name"] = tool  # a model step's llm id: its name
     name = f"{operation} {llm_id or 'default'}" if is_llm else f"{operation} {tool}"
     # start_span and attach by hand: the SDK's start_as_current_span wraps this in two more context managers.
     span = tracing.tracer().start_span(name, attributes=attributes)

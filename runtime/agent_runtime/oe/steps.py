@@ -114,13 +114,7 @@ class Steps:
         future: asyncio.Future[ToolExecuteAnswer] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            with spans.step(
-                execution_id=call.execution_id,
-                step=call.step,
-                tool=call.tool,
-                llm_id=call.llm_id,
-                is_llm=call.is_llm,
-            ):
+            with spans.step(step=call.step, tool=call.tool, llm_id=call.llm_id, is_llm=call.is_llm):
                 answer = await self._stages(record, caller, call)
         except BaseException as exc:
             future.set_exception(exc)

@@ -125,12 +125,7 @@ def _complete(trace: dict[str, Any]) -> bool:
     # Five model spans: the OE's three steps (two fresh, one replayed) and the Tool Pod's two calls. Each
     # process exports on its own schedule: waiting for fewer could read the trace before the Tool Pod's last.
     memory = any(n.startswith("memory POST") for n in names)
-    return (
-        len(runs) == 2
-        and len(model_calls) >= 5
-        and any(n.startswith("tool POST /execute") for n in names)
-        and memory
-    )
+    return len(runs) == 2 and len(model_calls) >= 5 and memory
 
 
 def test_one_governed_turn_with_an_approval_is_one_trace_across_the_processes(
