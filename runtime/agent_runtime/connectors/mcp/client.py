@@ -474,8 +474,10 @@ def _capped_result(result: dict[str, Any]) -> dict[str, Any]:
     structured content dropped when they do not fit."""
     content = result.get("content") if isinstance(result.get("content"), list) else []
     out: dict[str, Any] = {"content": [], "truncated": False}
+    # Each block left out is named (index, type, size) so the model knows what it did not see.
+    dropped: list[dict[str, Any]] = []
     budget = MAX_RESPONSE_BYTES
-    for block in content:
+    for index, block in enumerate(content):
         size = len(json.dumps(block, ensure_ascii=False).encode())
         if size <= budget:
             out["content"].append(block)
@@ -486,10 +488,17 @@ def _capped_result(result: dict[str, Any]) -> dict[str, Any]:
             text = str(block.get("text", "")).encode()[: budget - 200].decode("utf-8", errors="ignore")
             out["content"].append({**block, "text": text})
             budget = 0
+            continue
+        kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+        dropped.append({"index": index, "type": kind, "bytes": size})
     structured = result.get("structuredContent")
     if structured is not None:
-        if len(json.dumps(structured, ensure_ascii=False).encode()) <= budget:
+        size = len(json.dumps(structured, ensure_ascii=False).encode())
+        if size <= budget:
             out["structuredContent"] = structured
         else:
             out["truncated"] = True
+            dropped.append({"index": None, "type": "structuredContent", "bytes": size})
+    if dropped:
+        out["dropped"] = dropped
     return out
