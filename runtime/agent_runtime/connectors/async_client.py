@@ -113,50 +113,30 @@ async def send(
     # image, the CLI) import this module through the connector core without ever sending.
     from agent_runtime import tracing
 
-    if not tracing.enabled():
-        return await _send(
-            session, method=method, url=url, headers=headers, content=content, timeout_s=timeout_s
-        )
+    # The URL is already percent-encoded exactly as intended; letting yarl re-normalize it would turn an
+    # encoded dot segment ("%2E%2E") back into ".." and resolve it into another path.
     target = yarl.URL(url, encoded=True)
-    span = tracing.start_client_span(method, host=target.host or "", port=target.port or 0, path=target.path)
-    traced = dict(headers)
-    tracing.inject_span(span, traced)
-    try:
-        response = await _send(
-            session, method=method, url=url, headers=traced, content=content, timeout_s=timeout_s
-        )
-    except BaseException as exc:
-        tracing.end_client_span(span, error=exc)
-        raise
-    tracing.end_client_span(span, status=response.status_code)
-    return response
-
-
-async def _send(
-    session: Any,
-    method: str,
-    url: str,
-    *,
-    headers: Mapping[str, str],
-    content: bytes | None,
-    timeout_s: float,
-) -> AioResponse:
+    span = None
+    if tracing.enabled():
+        host, port = target.host or "", target.port or 0
+        span = tracing.start_client_span(method, host=host, port=port, path=target.path)
+        headers = dict(headers)
+        tracing.inject_span(span, headers)
     timeout = aiohttp.ClientTimeout(
         total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
     )
     try:
-        # The URL is already percent-encoded exactly as intended; letting yarl re-normalize it would turn
-        # an encoded dot segment ("%2E%2E") back into ".." and resolve it into another path.
         raw = await session.request(
-            method,
-            yarl.URL(url, encoded=True),
-            headers=headers,
-            data=content,
-            allow_redirects=False,
-            timeout=timeout,
+            method, target, headers=headers, data=content, allow_redirects=False, timeout=timeout
         )
-    except Exception as exc:
-        raise to_httpx_error(exc, reading=False) from None
+    except BaseException as exc:
+        if span is not None:
+            tracing.end_client_span(span, error=exc)
+        if isinstance(exc, Exception):
+            raise to_httpx_error(exc, reading=False) from None
+        raise
+    if span is not None:
+        tracing.end_client_span(span, status=raw.status)
     return AioResponse(raw)
 
 
