@@ -20,6 +20,7 @@ from starlette.routing import Route
 from agent_runtime.contract import APP_ID_ENV
 from agent_runtime.execution_token import StatementError, StatementVerifier, verifier_from_env
 from agent_runtime.memory.embeddings import Embedder, EmbeddingError, embedder_from_env
+from agent_runtime.memory.knowledge import KnowledgeService
 from agent_runtime.memory.scope import STATEMENT_HEADER, ScopeRefused, check_operation, scoped
 from agent_runtime.memory.service import Conflict, InvalidRequest, MemoryService, RecordNotFound
 from agent_runtime.memory.store import MemoryStore, open_store
@@ -44,6 +45,7 @@ from agent_runtime.servers.auth import ASGIApp, TokenLike, rotating_runtime_toke
 from agent_runtime.servers.bodies import read_request_body
 from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.health import Readiness
+from agent_runtime.servers.knowledge import build_knowledge_routes
 from agent_runtime.servers.memory_metrics import MemoryMetrics
 from agent_runtime.servers.metrics import ToolMetrics
 
@@ -272,8 +274,13 @@ def build_memory_app(
         await store.close()
         await embedder.aclose()
 
+    memory_metrics = MemoryMetrics(metrics.registry)
+    knowledge = KnowledgeService(store=store, embedder=embedder, workspace_id=workspace_id)
     return build_component_app(
-        routes=build_memory_routes(service, MemoryMetrics(metrics.registry), verifier=verifier),
+        routes=[
+            *build_memory_routes(service, memory_metrics, verifier=verifier),
+            *build_knowledge_routes(knowledge, memory_metrics),
+        ],
         token=token,
         metrics=metrics,
         readiness=readiness,
