@@ -129,6 +129,9 @@ _MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export
 # LangGraph threads (servers/oe_threads.py): the handler checks the Agent's right itself.
 _SESSIONS = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/sessions(/[^/]+/(messages|state))?$")
 _CONNECTOR_TEST = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/connectors/[^/]+/test$")
+# An Agent's A2A server (servers/a2a.py): its card and its JSON-RPC endpoint; each method checks its verb.
+_A2A = re.compile(r"^/a2a/[^/]+/[^/]+/?$")
+_A2A_CARD = re.compile(r"^/a2a/[^/]+/[^/]+/\.well-known/agent-card\.json$")
 _READ_SUFFIXES = ("", "/audit", "/audit/verify", "/events", "/logs", "/drain")
 
 
@@ -151,6 +154,8 @@ def route_need(method: str, path: str) -> RouteNeed | None:
         return RouteNeed("agent", MEMORY_EXPORT)
     if method == "POST" and _CONNECTOR_TEST.match(path):
         # A connector's test reaches its provider with the Agent's credential: the right to invoke it.
+        return RouteNeed("agent", INVOKE)
+    if (method == "POST" and _A2A.match(path)) or (method == "GET" and _A2A_CARD.match(path)):
         return RouteNeed("agent", INVOKE)
     if method == "POST" and (path.startswith("/resume/") or _GATEWAY_RESUME.match(path)):
         return RouteNeed("execution", APPROVE)

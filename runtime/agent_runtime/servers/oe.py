@@ -83,6 +83,7 @@ from agent_runtime.protocol import (
 from agent_runtime.servers import connector_test
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_connector_types
 from agent_runtime.servers.health import Readiness, health_routes
+from agent_runtime.servers.a2a import a2a_routes
 from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
 from agent_runtime.servers.oe_openapi import OPENAPI_PATH, openapi_json
@@ -631,6 +632,15 @@ def build_oe_app(
         Route("/api/v1/projects/{project_id}/reviews", client_guard(reviews), methods=["GET"]),
         Route(
             "/api/v1/projects/{project_id}/agents/{agent}/memory-export-token",
+        # Every Agent as an A2A agent (issue 38): a task is an execution, authorized as the client API.
+        *a2a_routes(
+            engine,
+            client_guard,
+            require=require,
+            allowed=auth.allowed,
+            caller=_caller,
+            created=metrics.execution_created,
+        ),
             client_guard(memory_export_token),
             methods=["POST"],
         ),

@@ -47,6 +47,10 @@ pytestmark = pytest.mark.unit
         ("POST", "/resume/abc", RouteNeed("execution", APPROVE)),
         ("POST", "/api/v1/projects/team-a/executions/abc/resume", RouteNeed("execution", APPROVE)),
         ("GET", "/api/v1/projects/team-a/reviews", RouteNeed("reviews", READ)),
+        # An Agent's A2A server (issue 38): its card and JSON-RPC endpoint; each method checks its own verb.
+        ("POST", "/a2a/team-a/loop/", RouteNeed("agent", INVOKE)),
+        ("POST", "/a2a/team-a/loop", RouteNeed("agent", INVOKE)),
+        ("GET", "/a2a/team-a/loop/.well-known/agent-card.json", RouteNeed("agent", INVOKE)),
         (
             "POST",
             "/api/v1/projects/team-a/agents/loop/memory-export-token",
@@ -68,6 +72,9 @@ def test_each_client_route_needs_one_verb(method: str, path: str, need: RouteNee
         ("GET", "/somewhere-new"),
         ("GET", "/api/v1/projects/team-a/agents/loop/memory-export-token"),  # only POST issues one
         ("POST", "/api/v1/projects/team-a/agents/loop/memory-export-token/x"),
+        ("GET", "/a2a/team-a/loop/"),  # JSON-RPC is POST only
+        ("POST", "/a2a/team-a/loop/.well-known/agent-card.json"),
+        ("POST", "/a2a/team-a/loop/x"),
     ],
 )
 def test_a_route_the_table_does_not_know_needs_something_no_one_has(method: str, path: str) -> None:
