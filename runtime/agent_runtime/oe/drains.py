@@ -43,6 +43,7 @@ from agent_runtime.oe.store.deliveries import (
     drain_key,
     interrupt_key,
 )
+from agent_runtime.oe.store.unavailable import StoreUnavailable
 from agent_runtime.protocol import (
     DRAIN_PATH,
     INTERRUPT_CALL_PATH,
@@ -404,6 +405,8 @@ class DrainCaller:
             async with gate:
                 try:
                     await self.deliver(record)
+                except StoreUnavailable:
+                    pass  # the store logged its outage once; the record stays due for the next round
                 except Exception as exc:  # one record's trouble must not stop the others
                     logger.error("delivering %s failed: %s", record.key, type(exc).__name__, exc_info=exc)
 

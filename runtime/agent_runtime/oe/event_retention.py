@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent_runtime.oe.settings import SettingsError
+from agent_runtime.oe.store.unavailable import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class EventPruner:
                 deleted += went
                 if went < BATCH:
                     break
+        except StoreUnavailable:
+            pass  # the store logged its outage once; the next pass tries again
         except Exception as exc:  # a store hiccup: the next pass tries again
             logger.warning("pruning old stream events failed (%s); retried later", type(exc).__name__)
         self.pruned += deleted

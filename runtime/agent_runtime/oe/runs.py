@@ -15,11 +15,23 @@ from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.resume_plan import suspend_replies
 from agent_runtime.oe.runtimes import RuntimeUnavailable
 from agent_runtime.oe.store.base import ExecutionRecord
+from agent_runtime.oe.store.unavailable import StoreUnavailable
 from agent_runtime.protocol import AER_LOST, AERExecuteRequest, CallError, ExecutionState
 
 logger = logging.getLogger(__name__)
 
 S = ExecutionState
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """A run task's error, said here rather than as asyncio's "never retrieved" traceback at collection."""
+    if task.cancelled() or (exc := task.exception()) is None:
+        return
+    if isinstance(exc, StoreUnavailable):
+        # The store logged its outage once; the run stays as the store last holds it (the watchdog's).
+        logger.debug("a run's task stopped: %s", exc)
+        return
+    logger.error("a run's task failed: %s", type(exc).__name__, exc_info=exc)
 
 
 class Runs:
@@ -33,6 +45,7 @@ class Runs:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_retrieved)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):

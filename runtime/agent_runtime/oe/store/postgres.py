@@ -31,6 +31,7 @@ from agent_runtime.oe.store.base import (
     StepRecord,
 )
 from agent_runtime.oe.store.codec import decode_cursor, encode_cursor, encode_execution_changes, redact_uri
+from agent_runtime.oe.store.outage import Outage
 from agent_runtime.oe.store.postgres_deliveries import PostgresDeliveries
 from agent_runtime.oe.store.postgres_leases import PostgresLeases
 from agent_runtime.oe.store.postgres_ledger import PostgresLedger
@@ -167,6 +168,8 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, Postgres
         self.pool_size = pool_size
         self.statement_timeout_s = statement_timeout_s
         self._pool: asyncpg.Pool | None = None
+        # The server as the calls find it: one warning per outage, /readyz 503 while it lasts.
+        self.outage = Outage("PostgreSQL")
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_uri(self._dsn)!r})"
@@ -179,9 +182,14 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, Postgres
         problem: BaseException | None = None
         try:
             async with self._pool.acquire(timeout=_ACQUIRE_TIMEOUT_S) as conn:
-                return await use(conn)
+                answer = await use(conn)
         except _UNAVAILABLE as exc:
             problem = exc
+        else:
+            if self.outage.since is not None:
+                self.outage.answered()
+            return answer
+        self.outage.lost(type(problem).__name__)
         # Raised outside the except block: asyncpg's message may quote the DSN's host, never its password.
         raise StoreUnavailable(f"PostgreSQL is unavailable ({type(problem).__name__})")
 
@@ -206,13 +214,21 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, Postgres
         try:
             pool = await asyncpg.create_pool(
                 self._dsn,
-                min_size=1,
+                # No floor: asyncpg restores one in a task that logs a traceback at every failed try while
+                # the server is away; the store's Outage says it once instead.
+                min_size=0,
                 max_size=self.pool_size,
                 # The client's own limits: a partition that loses packets never answers the server's.
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=self.statement_timeout_s + 1,
                 server_settings={"statement_timeout": timeout_ms, "application_name": "agent-engine-oe"},
             )
+            try:
+                async with pool.acquire(timeout=_ACQUIRE_TIMEOUT_S):
+                    pass  # the first connection: an unreachable server or a refused password shows here
+            except BaseException:
+                await pool.close()
+                raise
         except _UNAVAILABLE as exc:
             problem = f"cannot reach it ({type(exc).__name__})"
         except asyncpg.InvalidPasswordError:
