@@ -64,6 +64,8 @@ from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.reviews import MAX_RESUME_BODY_BYTES, ReviewBodyError, flat_review, wrapped_review
 from agent_runtime.oe.store.base import ExecutionRecord, Identity, Store
 from agent_runtime.oe.store.codec import decode_cursor
+from agent_runtime.oe.store.outage import Outage
+from agent_runtime.oe.store.unavailable import StoreUnavailable
 from agent_runtime.oe.stream_settings import StreamSettings
 from agent_runtime.oe.usage import prices_from_env
 from agent_runtime.oe.usage_report import usage_view
@@ -101,6 +103,9 @@ MAX_CURSOR_CHARS = 2048
 MAX_EVENT_ID = 2**63 - 1
 M = TypeVar("M", bound=BaseModel)
 Background = Callable[[], Awaitable[None]]
+# How often an OE asks its store (one primary-key read) whether it answers, for `/readyz` and the log.
+STORE_WATCH_S = 2.0
+_WATCH_ID = "~readyz"  # an execution id no execution has (ids are UUIDs)
 
 
 class RuntimeTokens(Protocol):
@@ -276,6 +281,10 @@ def build_oe_app(
     metrics = OEMetrics()
     engine.observe(metrics)
     background = [*background, lambda: refresh_approvals_waiting(engine, metrics)]
+    outage = getattr(engine.store, "outage", None)  # a store whose server can be away (PostgreSQL)
+    if isinstance(outage, Outage):
+        readiness.checks.append(outage.reason)
+        background.append(lambda: watch_store(engine.store))
     if client_auth is None:
         if client_token is None:
             raise ValueError("build_oe_app needs client_auth or a client_token")
@@ -709,6 +718,16 @@ async def refresh_approvals_waiting(
         await asyncio.sleep(every_s)
 
 
+async def watch_store(store: Store, *, every_s: float = STORE_WATCH_S) -> None:
+    """Ask the store every `every_s` whether it answers: its `Outage` notes each answer and each failure, so
+    `/readyz` turns 503 within a call's timeout of the server going, and 200 within `every_s` of its return
+    even when nothing else calls it."""
+    while True:
+        with contextlib.suppress(StoreUnavailable):
+            await store.get_execution(_WATCH_ID)
+        await asyncio.sleep(every_s)
+
+
 def execution_log_events(
     env: Mapping[str, str], *, store: Store, mongodb_uri: str | None
 ) -> LoggedEventBus | None:
@@ -727,13 +746,17 @@ def _log_closer(engine: Orchestrator) -> list[Background]:
 
 
 async def _forever(work: Background) -> None:
-    """Run a background loop; an unexpected error is logged and the loop restarted, never lost silently."""
+    """Run a background loop; an unexpected error is logged and the loop restarted, never lost silently.
+
+    A store outage is not logged here: the store's `Outage` said it once, and says once when it is back."""
     while True:
         try:
             await work()
             return
         except asyncio.CancelledError:
             raise
+        except StoreUnavailable:
+            await asyncio.sleep(1.0)
         except Exception as exc:
             logger.error(
                 "background task %s failed: %s",

@@ -185,9 +185,9 @@ def check_read(sql: str, dialect: Dialect) -> None:
 
         parse_postgres(sql)
     else:
-        from agent_runtime.connectors.builtin._mysql_readonly import parse_read as parse_mysql
+        from agent_runtime.connectors.builtin._mysql_readonly import check_query
 
-        parse_mysql(sql)
+        check_query(sql)
 
 
 def check_single(sql: str, dialect: Dialect) -> str:
