@@ -1,7 +1,9 @@
 """Embeddings (M-06, Decision 13): the choice between the local model and an HTTP provider.
 
 `MEMORY_EMBEDDINGS_PROVIDER=local` (the default) runs a small model shipped inside a Python package, with
-no network at all; `http` calls a Voyage-compatible `POST {MEMORY_EMBEDDINGS_URL}/embeddings`.
+no network at all: `MEMORY_EMBEDDINGS_LOCAL_MODEL=minilm` (the default, all-MiniLM-L6-v2 on onnxruntime)
+or `wordllama` (static token embeddings: lighter and faster, weaker on paraphrases); `http` calls a
+Voyage-compatible `POST {MEMORY_EMBEDDINGS_URL}/embeddings`.
 """
 
 from __future__ import annotations
@@ -20,16 +22,25 @@ API_KEY_ENV_ENV = "MEMORY_EMBEDDINGS_API_KEY_ENV"
 DIMENSION_ENV = "MEMORY_EMBEDDINGS_DIMENSION"
 DEFAULT_API_KEY_ENV = "VOYAGE_API_KEY"
 DEFAULT_HTTP_MODEL = "voyage-3.5-lite"
+LOCAL_MODEL_ENV = "MEMORY_EMBEDDINGS_LOCAL_MODEL"
 PROVIDERS = ("local", "http")
+LOCAL_MODELS = ("minilm", "wordllama")
 
 
 def embedder_from_env(env: Mapping[str, str]) -> Embedder:
     """The embedder the settings name; a ValueError names the variable to fix."""
     provider = env.get(PROVIDER_ENV, "").strip().lower() or "local"
     if provider == "local":
-        from agent_runtime.memory.local_model import LocalEmbedder
+        local = env.get(LOCAL_MODEL_ENV, "").strip().lower() or "minilm"
+        if local == "minilm":
+            from agent_runtime.memory.minilm import MiniLMEmbedder
 
-        return LocalEmbedder()
+            return MiniLMEmbedder()
+        if local == "wordllama":
+            from agent_runtime.memory.local_model import LocalEmbedder
+
+            return LocalEmbedder()
+        raise ValueError(f"{LOCAL_MODEL_ENV} must be one of {', '.join(LOCAL_MODELS)}, got {local!r}")
     if provider in ("http", "voyage"):
         from agent_runtime.memory.http_embeddings import HttpEmbedder
 

@@ -71,7 +71,7 @@ def test_semantic_write_get_replace_delete(http: httpx.Client, scope: dict[str, 
     )
     assert created.status_code == 201 and created.json()["created"] is True
     record = created.json()["record"]
-    assert record["id"] == "seat" and record["embedding_model"] == "wordllama/l2_supercat-256"
+    assert record["id"] == "seat" and record["embedding_model"] == "all-MiniLM-L6-v2/onnx-int8"
     params = scope
     got = http.get("/memory/semantic/records/seat", params=params)
     assert got.status_code == 200 and got.json()["content"] == "prefers window seats"
@@ -130,7 +130,7 @@ def test_caller_embeddings_live_in_their_own_space(http: httpx.Client, scope: di
     assert [hit["id"] for hit in hits] == ["n", "e"]
     wrong = http.post("/memory/semantic/search", json={**scope, "embedding": [1, 0, 0]})
     assert wrong.status_code == 400
-    assert wrong.json()["detail"][0]["field"] == "embedding" and "256" in wrong.json()["detail"][0]["problem"]
+    assert wrong.json()["detail"][0]["field"] == "embedding" and "384" in wrong.json()["detail"][0]["problem"]
 
 
 def test_namespaces_and_prefix_search(http: httpx.Client, scope: dict[str, str]) -> None:
