@@ -71,6 +71,8 @@ class MemoryRecord(BaseModel):
     role: str | None = None
     occurred_at: Timestamp | None = None
     parent_id: str | None = None
+    # semantic: the record this one nearly repeats (a write with its own id; see memory.duplicates)
+    duplicate_of: str | None = None
 
     @property
     def partition(self) -> Partition:

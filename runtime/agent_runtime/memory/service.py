@@ -13,7 +13,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from agent_runtime.memory import summary, taxonomy
+from agent_runtime.memory import duplicates, summary, taxonomy
 from agent_runtime.memory.embedder import Embedder
 from agent_runtime.memory.filters import FilterError, Predicate, compile_filter
 from agent_runtime.memory.records import MemoryRecord, NamespaceSelector, Partition, new_record_id
@@ -82,10 +82,13 @@ def _compile(spec: dict[str, object] | None) -> Predicate | None:
 class MemoryService:
     """Semantic, episodic and taxonomic memory of one Agent."""
 
-    def __init__(self, *, store: MemoryStore, embedder: Embedder, workspace_id: str) -> None:
+    def __init__(
+        self, *, store: MemoryStore, embedder: Embedder, workspace_id: str, merge_duplicates: bool = True
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.workspace_id = workspace_id
+        self.merge_duplicates = merge_duplicates  # semantic near-duplicates merged or flagged on write
         # Category writes read the tree first; within this process they take turns per namespace.
         self._locks: weakref.WeakValueDictionary[Hashable, asyncio.Lock] = weakref.WeakValueDictionary()
 
@@ -137,7 +140,31 @@ class MemoryService:
         if kind is Kind.TAXONOMIC:
             async with self._lock((partition, body.namespace)):
                 return await self._write_category(partition, body, vector, model)
+        if kind is Kind.SEMANTIC and vector is not None and model is not None and self.merge_duplicates:
+            # The check and the write take turns per namespace, so two copies at once are one memory.
+            async with self._lock((partition, body.namespace)):
+                return await self._write_fact(partition, body, vector, model)
         return await self._put(partition, body, vector, model, record_id=body.id or new_record_id())
+
+    async def _write_fact(
+        self, partition: Partition, body: WriteBody, vector: Vector, model: str
+    ) -> tuple[MemoryRecord, bool]:
+        """A semantic write, merged into or flagged against the record it nearly repeats (`duplicates`)."""
+        nearest = await self.store.nearest(
+            partition, NamespaceSelector(body.namespace), model=model, query=vector, limit=2
+        )
+        twin = duplicates.near_duplicate(nearest, model=model, record_id=body.id)
+        if twin is None:
+            return await self._put(partition, body, vector, model, record_id=body.id or new_record_id())
+        if body.id is not None:
+            return await self._put(
+                partition, body, vector, model, record_id=body.id, duplicate_of=twin.duplicate_of or twin.id
+            )
+        metadata = duplicates.merged_metadata(twin.metadata, body.metadata)
+        merged = body.model_copy(update={"metadata": metadata})
+        return await self._put(
+            partition, merged, vector, model, record_id=twin.id, duplicate_of=twin.duplicate_of
+        )
 
     async def _put(
         self,
@@ -147,6 +174,7 @@ class MemoryService:
         model: str | None,
         *,
         record_id: str,
+        duplicate_of: str | None = None,
     ) -> tuple[MemoryRecord, bool]:
         now = time.time()
         record = MemoryRecord(
@@ -167,6 +195,7 @@ class MemoryService:
             if partition.kind is Kind.EPISODIC
             else None,
             parent_id=body.parent_id,
+            duplicate_of=duplicate_of,
         )
         replaced = await self.store.put(record, vector)
         if replaced is not None:
@@ -236,14 +265,8 @@ class MemoryService:
             query, model = await self._query_vector(body)
             if not np.any(query):
                 return []  # no word the model knows: nothing is closer than anything else
-            found = await self.store.nearest(
-                partition,
-                selector,
-                model=model,
-                query=query,
-                limit=body.top_k + body.offset,
-                keep=keep,
-                session_id=body.session_id,
+            found = await self._nearest_without_copies(
+                partition, selector, body, model=model, query=query, keep=keep
             )
             hits = [
                 (record, round(score, 6))
@@ -259,6 +282,35 @@ class MemoryService:
                 trees[record.namespace] = await self._tree(partition, record.namespace)
             views.append(record.view(score=score, path=trees[record.namespace].path(record.id)))
         return views
+
+    async def _nearest_without_copies(
+        self,
+        partition: Partition,
+        selector: NamespaceSelector,
+        body: SearchBody,
+        *,
+        model: str,
+        query: Vector,
+        keep: Predicate | None,
+    ) -> list[tuple[MemoryRecord, float]]:
+        """The best `top_k + offset` hits, flagged copies of a hit left out: asks for more while copies
+        were dropped and the store had more to give."""
+        wanted = body.top_k + body.offset
+        limit = wanted
+        while True:
+            found = await self.store.nearest(
+                partition,
+                selector,
+                model=model,
+                query=query,
+                limit=limit,
+                keep=keep,
+                session_id=body.session_id,
+            )
+            kept = duplicates.without_copies(found) if partition.kind is Kind.SEMANTIC else found
+            if len(kept) >= wanted or len(found) < limit:
+                return kept[:wanted]
+            limit *= 2
 
     @staticmethod
     def _selector(namespace: str | None, prefix: str | None) -> NamespaceSelector:

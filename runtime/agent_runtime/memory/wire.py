@@ -266,6 +266,7 @@ class RecordView(BaseModel):
     role: str | None = None
     occurred_at: float | None = None
     parent_id: str | None = None
+    duplicate_of: str | None = None  # semantic: the record this one nearly repeats, left out of searches
     score: float | None = None
     path: list[str] | None = None  # taxonomic: the ids from the root down to this category
     depth: int | None = None  # taxonomic subtree: 0 for the subtree's root
