@@ -22,6 +22,9 @@ API permissions the operator needs (the Helm chart's ClusterRole, or a Role per 
 - replicasets: list (which bundle ConfigMaps are still mounted); events: create
 - kopf.dev clusterkopfpeerings (cluster-wide) or kopfpeerings (namespaced), only with
   AGENT_OPERATOR_PEERING set: get, list, watch, patch
+- agentengine.io agents/invoke: create, only with an OE (the chart's oe.enabled): a Connector's
+  `Connected` condition comes from the OE's connector-test route, which lets only who may invoke the Agent
+  ask (connection.py)
 
 Watches: Agents and Connectors; the metadata (never the data) of every ConfigMap and Secret, so a
 referenced one created late is noticed within seconds; the operator's own children (label
@@ -45,6 +48,8 @@ from typing import Any
 
 from agent_operator.bundle import BUNDLE, bundle_stem
 from agent_operator.compiler import CatalogCompiler
+from agent_operator.connection import CONNECTED, ConnectionSettings, connected_event, with_connected
+from agent_operator.connection_probe import ConnectionProbe
 from agent_operator.discovery import DiscoverySettings, McpDiscovery
 from agent_operator.events import EventPoster
 from agent_operator.inputs import InputProblem, agent_references
@@ -114,6 +119,10 @@ class Operator:
         self.events = EventPoster(api)
         self.registrations = RegistrationPublisher(api, settings.render)
         self.discovery = McpDiscovery(api, DiscoverySettings.from_env(os.environ))
+        self.connection = ConnectionProbe(
+            oe_url=settings.render.oe_url, settings=ConnectionSettings.from_env(os.environ)
+        )
+        self._tasks: set[asyncio.Task[bool]] = set()
         self.agents: dict[AgentKey, dict[str, Any]] = {}
         self.connectors: dict[AgentKey, dict[str, Any]] = {}
         self.outcomes: dict[AgentKey, Outcome] = {}
@@ -133,7 +142,10 @@ class Operator:
     async def aclose(self) -> None:
         self._collections.cancel_all()
         self._status_writes.cancel_all()
+        for task in list(self._tasks):
+            task.cancel()
         self.compiler.close()
+        await self.connection.aclose()
         await self.api.aclose()
 
     # --- what the watches tell -----------------------------------------------------------------------------
@@ -447,6 +459,20 @@ class Operator:
         self.ready[key] = is_ready
         if is_ready and not was_ready:
             await self.events.post(body, kind="Agent", reason=READY, message=ready["message"], type_="Normal")
+            self._test_connectors_of(key, body)
+
+    def _test_connectors_of(self, key: AgentKey, body: dict[str, Any]) -> None:
+        """An Agent became Ready: its Connectors not yet Connected are tested now, in their Tool Pod (in
+        tasks of their own: a test waits on the OE, and this Agent's lock is held)."""
+        for name in (body.get("spec") or {}).get("connectors") or []:
+            connector = (key[0], name)
+            found = self.connectors.get(connector)
+            if found is None or _condition(found.get("status") or {}, CONNECTED).get("status") == "True":
+                continue
+            self.connection.ask(connector)
+            task = asyncio.create_task(self.reconcile_connector(connector))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     # --- Connectors ----------------------------------------------------------------------------------------
 
@@ -496,11 +522,21 @@ class Operator:
         )
         if mcp is not None:
             status = mcp.status(status, previous=previous, generation=connector.meta.generation, now=_now())
+        # Its connection, tested in the Tool Pod of an Agent that uses it (only when due; a Connector that
+        # does not compile is in no bundle, so it keeps what its last test said).
+        connected = (
+            await self.connection.condition(key, body, agents=self.agents) if problem is None else None
+        )
+        status = with_connected(
+            status, previous=previous, connected=connected, generation=connector.meta.generation, now=_now()
+        )
         stored = await self.status.write("Connector", *key, previous=previous, status=status)
         if stored is not None and key in self.connectors:
             self.connectors[key] = {**self.connectors[key], "status": stored}
         if (event := warning_event(previous, problem)) is not None:
             await self.events.post(body, kind="Connector", reason=event[0], message=event[1])
+        if connected is not None and (event := connected_event(previous, connected)) is not None:
+            await self.events.post(body, kind="Connector", reason=event[0], message=event[1], type_=event[2])
 
     # --- failures ------------------------------------------------------------------------------------------
 

@@ -296,6 +296,7 @@ async def connector_event(event: dict[str, Any], body: Any, namespace: str, name
         op.connectors.pop(key, None)
         _state["generations"].pop(("connector", key), None)
         op.discovery.forget(key)
+        op.connection.forget(key)
     else:
         op.connectors[key] = _plain(body)
         # Beside spec changes: a user's rediscover annotation, and newly discovered MCP tools its Agents need.
@@ -317,6 +318,9 @@ async def start_mcp_discovery(**_: Any) -> None:
         raise kopf.TemporaryError("the operator is not started yet", delay=1)
     if op.discovery.settings.period_seconds > 0:
         _state.setdefault("background", []).append(asyncio.create_task(_discovery_loop(op)))
+    tests = op.connection.settings
+    if tests.token_file and (tests.period_seconds > 0 or tests.retry_seconds > 0):
+        _state.setdefault("background", []).append(asyncio.create_task(_connection_loop(op)))
 
 
 async def _discovery_loop(op: Operator) -> None:
@@ -334,6 +338,25 @@ async def _discovery_loop(op: Operator) -> None:
             raise
         except Exception:
             log.exception("mcp discovery round failed; the next round runs as planned")
+
+
+async def _connection_loop(op: Operator) -> None:
+    """Reconcile each Connector whose connection test is due (connection.py `due`): the slow period after
+    an answer, sooner after one that said nothing of the provider."""
+    settings = op.connection.settings
+    periods = [s for s in (settings.period_seconds, settings.retry_seconds) if s > 0]
+    tick = max(1.0, min(periods) / 2)
+    while True:
+        await asyncio.sleep(tick)
+        try:
+            due = [key for key, body in list(op.connectors.items()) if op.connection.due(key, body)]
+            if due and not await _paused(op):
+                for key in due:
+                    await _guarded(op.reconcile_connector, key, what="connector")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection test round failed; the next round runs as planned")
 
 
 # The operator's own children (watches.ObjectWatch): a deletion or a hand edit is put back when reported.

@@ -328,11 +328,15 @@ def test_the_oe_network_policy_admits_clients_and_aers_and_reaches_runtimes_stor
     )
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
 
-    # Ingress: the OE's one port, from client namespaces and from Agents' AERs; never from a Tool Pod.
+    # Ingress: the OE's one port, from client namespaces, the chart's operator (a Connector's connection
+    # test, in the release's namespace: no namespaceSelector) and Agents' AERs; never from a Tool Pod.
     (ingress,) = policy["ingress"]
     assert ingress["ports"] == [{"protocol": "TCP", "port": 8080}]
-    clients, aers = ingress["from"]
+    clients, operator, aers = ingress["from"]
     assert clients == {"namespaceSelector": {"matchLabels": {"agentengine.io/oe-client": "true"}}}
+    assert set(operator) == {"podSelector"}
+    operator_pod = one(docs, "Deployment", OPERATOR)["spec"]["template"]["metadata"]["labels"]
+    assert matches(operator["podSelector"], operator_pod) and not matches(operator["podSelector"], oe_pod)
     assert aers["namespaceSelector"] == {}
     assert matches(aers["podSelector"], _agent_pod_labels("aer"))
     for other in ("tool", "memory"):
