@@ -20,6 +20,7 @@ from agent_runtime.connectors.framework import (
     TestResult,
     ToolSchema,
 )
+from agent_runtime.connectors.mcp.authorization import McpAuthorization, oauth_egress
 from agent_runtime.connectors.mcp.catalog import CONFIG_SCHEMA, CREDENTIALS, MCP_TYPE, original_name, usable
 from agent_runtime.connectors.mcp.client import McpClient
 from agent_runtime.connectors.transport import tls_context
@@ -38,12 +39,14 @@ class McpConnector(BuiltinConnector):
 
     def __init__(self, config: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
+        tls = tls_context(None, env={}, connector=self.name)
         self.client = McpClient(
             self.config["url"],
             timeout_s=float(self.config["timeout_s"]),
-            ssl_context=tls_context(None, env={}, connector=self.name),
+            ssl_context=tls,
             provider=f"MCP server of connector {self.name}",
         )
+        self.authorization = McpAuthorization(name=self.name, config=self.config, ssl_context=tls)
 
     async def execute(self, tool: str, arguments: Mapping[str, Any], *, env: Mapping[str, str]) -> Any:
         """Call the server's own tool; the server checks the arguments against its schema."""
@@ -52,14 +55,14 @@ class McpConnector(BuiltinConnector):
             raise BuiltinToolError(INVALID_ARGUMENTS, f"connector {self.name} has no tool {tool!r}")
         if not isinstance(arguments, Mapping):
             raise BuiltinToolError(INVALID_ARGUMENTS, "arguments must be a JSON object")
-        token = self.secret("token", env, required="token" in self.credentials)
-        return await self.client.call_tool(original_name(tool), arguments, token=token)
+        name = original_name(tool)
+        return await self.authorization.call(
+            self, env, lambda token: self.client.call_tool(name, arguments, token=token)
+        )
 
     async def discover(self, *, env: Mapping[str, str]) -> list[ToolSchema]:
         """The server's tools now, as this connector would name them (for `test_connection`)."""
-        token = self.secret("token", env, required="token" in self.credentials)
-        found = await self.client.list_tools(token=token)
-        await self.client.close_session(token=token)
+        found = await self.authorization.call(self, env, self._list_once)
         kept, _ = usable(found.tools, id8=self.config.get("server_id") or "00000000")
         return [
             ToolSchema(
@@ -70,6 +73,11 @@ class McpConnector(BuiltinConnector):
             )
             for t in kept
         ]
+
+    async def _list_once(self, token: str | None) -> Any:
+        found = await self.client.list_tools(token=token)
+        await self.client.close_session(token=token)
+        return found
 
     async def test_connection(self, *, env: Mapping[str, str] | None = None) -> TestResult:
         try:
@@ -86,4 +94,4 @@ class McpConnector(BuiltinConnector):
 
     @classmethod
     def egress(cls, config: Mapping[str, Any]) -> list[tuple[str, int]]:
-        return [host_port(config["url"])]
+        return [host_port(config["url"]), *oauth_egress(config)]

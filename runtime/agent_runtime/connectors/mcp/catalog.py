@@ -30,6 +30,7 @@ from agent_runtime.connectors.framework import (
     apply_defaults,
     validate_value,
 )
+from agent_runtime.connectors.mcp.oauth import AUTH_SCHEMA, OAUTH_CREDENTIALS
 from agent_runtime.toolnames import ToolNameError, to_model_name
 
 MCP_TYPE = "mcp"
@@ -56,9 +57,10 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "pattern": "^[0-9a-f]{8}$",
             "description": "set by discovery: the id8 in the tools' names (from the Connector's UID)",
         },
+        "auth": AUTH_SCHEMA,  # OAuth 2.1 (the MCP authorization spec) instead of a static token
     },
 }
-CREDENTIALS = {"token": "a bearer token sent as Authorization: Bearer (optional)"}
+CREDENTIALS = {"token": "a bearer token sent as Authorization: Bearer (optional)", **OAUTH_CREDENTIALS}
 
 
 class DiscoveredTool(BaseModel):

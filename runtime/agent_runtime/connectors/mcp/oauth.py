@@ -396,14 +396,14 @@ def usable_token(tokens: TokenSet | None, *, now: float, rejected: str | None = 
     return tokens.access_token
 
 
-def token_error(status: int, payload: Any, *, grant: str) -> OAuthError:
+def token_error(status: int, payload: Any, *, grant: str, server: str = "NAME") -> OAuthError:
     """A token endpoint's refusal (RFC 6749 §5.2) as our error: the server's code, never its echo."""
     code = payload.get("error") if isinstance(payload, dict) else None
     code = code if isinstance(code, str) and re.fullmatch(r"[a-z_]{1,40}", code) else f"HTTP {status}"
     if code == "invalid_grant" and grant in ("refresh_token", AUTHORIZATION_CODE):
         return OAuthError(
             "the authorization server refused the refresh token (invalid_grant: revoked or expired); a "
-            "person must consent again with `agentengine connectors login NAME`",
+            f"person must consent again with `agentengine connectors login {server}`",
         )
     if code in ("invalid_client", "unauthorized_client"):
         return OAuthError(
