@@ -49,6 +49,7 @@ def test_the_oe_lists_connector_types_from_the_registry(
     assert set(types) == {
         "http",
         "webhook",
+        "knowledge",
         "postgres",
         "mysql",
         "email",

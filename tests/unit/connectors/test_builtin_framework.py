@@ -29,6 +29,7 @@ from agent_runtime.connectors.framework import (
 # S3's table, exactly: every tool name and whether it is sensitive (every write is, Decision 15).
 S3_TABLE = {
     "http": {"http.call": True, "http.request": False},
+    "knowledge": {"knowledge.search": False, "knowledge.get": False},  # issue 37: reads only
     "slack": {"slack.post_message": True, "slack.list_channels": False, "slack.reply_thread": True},
     "email": {"email.send": True, "email.draft": True, "email.search": False},
     "github": {
