@@ -43,6 +43,7 @@ from tests.providers.llm_peer import running_llm_peer
 pytestmark = pytest.mark.integration
 PROJECT, NAME = AGENT.split("/")
 OTHER = "team-b/other"
+SIBLING = "team-a/sibling"
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,12 @@ def platform(
         platform.start_tool_pod()
         platform.start_aer()
         platform.write_registrations()  # team-a/loop and team-b/other
+        # A second Agent of team-a (on the same runtimes, whose AER refuses its runs: only its records
+        # matter), whose tasks the first Agent's A2A path must not reach.
+        registrations = platform.tmp / "registrations"
+        document = json.loads((registrations / "team-a.loop.json").read_text())
+        document.update(agent=SIBLING, token="sibling-runtime-token-1f2e")
+        (registrations / "team-a.sibling.json").write_text(json.dumps(document))
         # The client's identity may act in team-a only: team-b is another team's.
         platform.start_oe(extra={"OE_CLIENT_TOKEN_NAMESPACES": PROJECT})
         yield platform
@@ -287,6 +294,47 @@ def test_another_teams_agent_is_refused_as_on_the_client_api(platform: Platform)
     assert unknown["error"]["code"] == -32001
     for secret in PLANTED:
         assert secret not in platform.outputs()
+
+
+def test_a_decision_streamed_carries_the_resumed_run_to_its_result(platform: Platform) -> None:
+    held = asyncio.run(stream(platform, calls(("transfer", {"amount": 2, "to": "ann"}))))
+    last = held[-1].status_update
+    assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    task_id = last.task_id
+    resumed = asyncio.run(
+        stream(platform, data({"decision": "rejected", "reviewer_notes": "no"}), task_id=task_id)
+    )
+    assert resumed[0].task.id == task_id
+    kinds = [
+        as_json(answer.status_update.status.message.parts[0].data)["type"]
+        for answer in resumed[1:]
+        if answer.HasField("status_update")
+        and answer.status_update.status.message.parts
+        and answer.status_update.status.state == TaskState.TASK_STATE_WORKING
+    ]
+    assert kinds[0] == "resumed" and "suspended" not in kinds, kinds  # only what came after the decision
+    assert resumed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [r["decision"] for r in execution(platform, task_id)["reviews"]] == ["rejected"]
+
+
+def test_a_sibling_agents_task_is_not_found_through_this_agents_path(platform: Platform) -> None:
+    headers = {"authorization": f"Bearer {CLIENT_TOKEN}"}
+    sibling = platform.invoke({"mode": "calls", "calls": []}, agent=SIBLING)
+    platform.wait(sibling)
+    for method in ("tasks/get", "tasks/cancel", "tasks/resubscribe"):
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": sibling}}
+        answer = httpx.post(base(platform), json=body, headers=headers)
+        assert answer.status_code == 200 and '"code":-32001' in answer.text.replace(" ", ""), answer.text
+    decision = message(data({"decision": "approved"}), task_id=sibling)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "SendMessage",
+        "params": {"message": json_format.MessageToDict(decision)},
+    }
+    answer = httpx.post(base(platform), json=body, headers={**headers, "a2a-version": "1.0"}).json()
+    assert answer["error"]["code"] == -32001, answer
+    assert execution(platform, sibling)["status"] in ("failed", "completed")  # untouched by this path
 
 
 JSON = st.recursive(
