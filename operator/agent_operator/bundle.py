@@ -31,6 +31,7 @@ from agent_runtime.connectors import (
     materialize_connector,
 )
 from agent_runtime.connectors.builtin.registry import connector_class, materialize_builtin
+from agent_runtime.connectors.default_headers import check_default_headers
 from agent_runtime.connectors.errors import DocumentTooComplexError
 from agent_runtime.connectors.framework import BuiltinConnectorDefs, ConnectorConfigError
 from agent_runtime.contract import is_platform_env
@@ -271,6 +272,7 @@ def _materialize(
                 f"catalog; remove them or use one of: {', '.join(sorted(known_names)[:20])}",
             )
     auth = connector.spec.auth
+    headers = _headers(connector)
     auth_yaml = None
     if auth and auth.type.value == "none":
         auth_yaml = {"type": "none"}  # on purpose: a document with no security scheme needs it said
@@ -285,6 +287,7 @@ def _materialize(
                 "expose": {"allow": list(allow)},
                 "auth": auth_yaml,
                 "tls": tls_yaml,
+                "headers": headers,
             }
         )
         return materialize_connector(tool_yaml, catalog)
@@ -292,6 +295,25 @@ def _materialize(
         raise InputProblem(
             reason="ConnectorInvalid", condition=BUNDLE, message=f"Connector {name}: {_describe(exc)}"
         ) from exc
+
+
+def _headers(connector: Connector) -> dict[str, str] | None:
+    """spec.headers as tool.yaml's default headers, or InputProblem naming the header and the fix.
+
+    The CRD already refuses bad names and the credential headers; what only a reconcile can judge (a name
+    like a credential's, a value shaped like a token, a ${VAR}) is refused here, never quoting the value."""
+    auth = connector.spec.auth
+    credential_header = auth.name if auth is not None and auth.location == "header" else None
+    try:
+        return check_default_headers(connector.spec.headers, credential_header=credential_header)
+    except ValueError as exc:
+        raise InputProblem(
+            reason="HeadersInvalid",
+            condition=BUNDLE,
+            # The check speaks tool.yaml; a Connector's credential goes in spec.auth.
+            message=f"Connector {connector.meta.name}: spec."
+            + str(exc).replace("auth:", "spec.auth").replace("in tool.yaml", "in a Connector's headers"),
+        ) from None
 
 
 def _tls_yaml(

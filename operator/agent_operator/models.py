@@ -112,6 +112,8 @@ class ConnectorSpec(Spec):
     config: dict[str, Any] = Field(default_factory=dict)  # built-in types: checked against the type's schema
     credentials: tuple[ConnectorCredential, ...] = ()  # built-in types
     tls: ConnectorTls | None = None  # openapi with an https base URL only
+    # openapi only: default headers (an API version header...), never a secret (checked in bundle.py)
+    headers: dict[str, str] | None = None
 
     @property
     def is_builtin(self) -> bool:
