@@ -6,7 +6,8 @@
 - OE: `POST /api/v1/projects/{project}/agents/{agent}/connectors/{name}/test` (the client API), allowed to
   whoever may invoke the Agent (the test reaches the provider with the Agent's credential), asks the Agent's
   Tool Pod and answers `{agent, connector, ok, detail, discovered_tools}`; 404 for an unknown Agent or
-  connector, 502 when the Tool Pod cannot be asked.
+  connector, 502 when the Tool Pod cannot be asked. The operator asks it too, as its own ServiceAccount, for
+  a Connector's `Connected` condition (agent_operator/connection.py).
 """
 
 from __future__ import annotations
