@@ -97,3 +97,43 @@ def regenerate(tool_defs: str, document: str, output: str | None) -> None:
 def bundle(agent_config: str, output: str) -> None:
     """agent.yaml -> a bundle directory (what AGENTIC_CONNECTOR_BUNDLE_PATH points at), digest printed."""
     _authoring(["bundle", agent_config, "-o", output])
+
+
+@connectors.command("login")
+@click.argument("name")
+@click.option("--url", required=True, help="the MCP server's endpoint (the connector's config.url)")
+@click.option("--scope", help="scopes to ask for, space-separated")
+@click.option("--authorization-server", help="the issuer the server must name (as auth.authorization_server)")
+@click.option("--client-id", help="a client registered for you (default: register one, RFC 7591)")
+@click.option(
+    "--client-secret-env", metavar="VAR", help="the environment variable holding --client-id's secret"
+)
+@click.option("--port", type=int, default=0, help="the loopback redirect's port (default: any free one)")
+@click.option("--no-browser", is_flag=True, help="print the consent URL, do not open a browser")
+@click.option("--wait", type=float, default=300.0, show_default=True, help="seconds to wait for the consent")
+def login(
+    name: str,
+    url: str,
+    scope: str | None,
+    authorization_server: str | None,
+    client_id: str | None,
+    client_secret_env: str | None,
+    port: int,
+    no_browser: bool,
+    wait: float,
+) -> None:
+    """A person's consent for MCP connector NAME (OAuth authorization code with PKCE, a redirect to
+    127.0.0.1); the refresh token is kept in AGENTIC_MCP_OAUTH_DIR/NAME.json (mode 0600)."""
+    from agent_runtime.cli.mcp_login import run_login
+
+    run_login(
+        name,
+        url=url,
+        scope=scope,
+        authorization_server=authorization_server,
+        client_id=client_id,
+        client_secret_env=client_secret_env,
+        port=port,
+        open_browser=not no_browser,
+        wait_s=wait,
+    )

@@ -29,6 +29,9 @@ from agent_runtime.connectors.mcp.oauth import CachedServer, OAuthError, check_s
 DIR_ENV = "AGENTIC_MCP_OAUTH_DIR"
 SEED_ENV = "AGENTIC_MCP_OAUTH_SEED_DIR"
 DEFAULT_DIR = "~/.agentic/mcp-oauth"
+# The Secret that seeds a connector's file in the cluster (key `<connector>.json`), which the operator
+# mounts at AGENTIC_MCP_OAUTH_SEED_DIR in the Tool Pod only.
+SEED_SECRET_PREFIX = "mcp-oauth-"  # noqa: S105 (a name prefix, not a secret)
 _POLL_S = 0.02
 _MAX_FILE_BYTES = 256 * 1024
 
