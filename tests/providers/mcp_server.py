@@ -6,6 +6,8 @@ test peer, not a dependency. `python mcp_server.py --port P --mode json|sse --to
 What it offers, so tests can check each rule:
 
 - tools with `annotations.readOnlyHint` true (`lookup`, `echo`), false (`delete_item`) and absent (`note`);
+  `lookup` declares an output schema and answers both ways (text and `structuredContent`), as does
+  `echo_auth` without one;
   `fail` answers a tool error (`isError: true`), `explode` raises (a JSON-RPC error), `slow` sleeps,
   `big` answers more text than the connector passes on, `whoami` tells the call's session;
 - filler tools (`filler_00`...) so `tools/list` spans several pages of `--page-size` tools;
@@ -43,14 +45,24 @@ STATE: dict[str, Any] = {
     "echo_auth": False,  # --echo-auth: offer echo_auth and echo_auth_fail (the canary scan's careless tools)
 }
 OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
+ITEM = {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"}}}
 
 
 def _tool(
-    name: str, description: str, *, read_only: bool | None, schema: dict[str, Any] | None = None
+    name: str,
+    description: str,
+    *,
+    read_only: bool | None,
+    schema: dict[str, Any] | None = None,
+    output: dict[str, Any] | None = None,
 ) -> Any:
     annotations = None if read_only is None else types.ToolAnnotations(read_only_hint=read_only)
     return types.Tool(
-        name=name, description=description, input_schema=schema or OBJECT, annotations=annotations
+        name=name,
+        description=description,
+        input_schema=schema or OBJECT,
+        annotations=annotations,
+        output_schema=output,
     )
 
 
@@ -58,7 +70,8 @@ def tools(generation: int, fillers: int) -> list[Any]:
     text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
     listed = [
         _tool("lookup", "Look an item up by id.", read_only=True,
-              schema={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+              schema={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+              output=ITEM),
         _tool("echo", "Echo the text back.", read_only=True, schema=text),
         _tool("delete_item", "Delete an item by id.", read_only=False,
               schema={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),

@@ -229,7 +229,22 @@ def check_credentials(cls: type[BuiltinConnector], credentials: Mapping[str, str
 
 
 class BuiltinToolSpec(ToolSchema):
-    """A tool of a materialized built-in connector, as the bundle carries it."""
+    """A tool of a materialized built-in connector, as the bundle carries it. An MCP tool may add the
+    server's `title` (display name), `outputSchema` and `_meta`, bounded (`connectors/mcp/catalog.py`)."""
+
+    # Left out when absent, so every bundle file without them keeps its bytes and digest.
+    title: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    output_schema: dict[str, Any] | None = Field(
+        default=None, alias="outputSchema", exclude_if=lambda v: v is None
+    )
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta", exclude_if=lambda v: v is None)
+
+    @field_validator("output_schema", "meta")
+    @classmethod
+    def _plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json_value(value, where="outputSchema/_meta")
+        return value
 
 
 class BuiltinConnectorDefs(BaseModel):
@@ -252,12 +267,14 @@ class BuiltinConnectorDefs(BaseModel):
         return value
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """Detached `{name, description, inputSchema}` dicts, as the OpenAPI catalogs give them."""
+        """Detached `{name, description, inputSchema}` dicts, as the OpenAPI catalogs give them, with the
+        `title` a person is shown when the tool has one (a model's tool list ignores it)."""
         return [
             {
                 "name": t.name,
                 "description": t.description,
                 "inputSchema": json.loads(json.dumps(t.input_schema)),
+                **({"title": t.title} if t.title is not None else {}),
             }
             for t in self.tools
         ]

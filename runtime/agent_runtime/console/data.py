@@ -222,6 +222,8 @@ def _agent_view(reg: AgentRegistration, surface: list[dict[str, Any]] | None) ->
         tools.append(
             {
                 "name": name,
+                # The display name an MCP server gave its tool, when it gave one.
+                "title": str(tool["title"]) if isinstance(tool.get("title"), str) else None,
                 "description": tool.get("description") or "",
                 "input_schema": tool.get("inputSchema") or tool.get("input_schema") or {},
                 "sensitive": bool(entry.sensitive if entry is not None else tool.get("sensitive")),
@@ -234,6 +236,7 @@ def _agent_view(reg: AgentRegistration, surface: list[dict[str, Any]] | None) ->
     tools += [
         {
             "name": e.name,
+            "title": None,
             "description": "",
             "input_schema": {},
             "sensitive": e.sensitive,

@@ -4,12 +4,14 @@ The operator discovers a Connector's tools at reconcile time (an `agent.yaml` se
 built) and the bundle carries them as `mcp.<id8>.<tool>`, each sensitive unless the server marked it
 `readOnlyHint: true`; so a run never asks the server for its tools. The Tool Pod calls a tool with the
 server's own name through one MCP session per connector, with the bearer token from the `token`
-credential (read per call, so a rotated Secret is used at once).
+credential (read per call, so a rotated Secret is used at once). A tool whose bundle entry declares an
+`outputSchema` answers the model with its result's `structuredContent`, any other with its content
+(`connectors/mcp/result.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_runtime.connectors.builtin._rest import host_port
@@ -17,6 +19,7 @@ from agent_runtime.connectors.framework import (
     INVALID_ARGUMENTS,
     BuiltinConnector,
     BuiltinToolError,
+    BuiltinToolSpec,
     TestResult,
     ToolSchema,
 )
@@ -37,8 +40,12 @@ class McpConnector(BuiltinConnector):
     tools = ()  # discovered: the bundle file lists them
     discovered_tools = True
 
-    def __init__(self, config: Mapping[str, Any], **kwargs: Any) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], *, tools: Sequence[BuiltinToolSpec] = (), **kwargs: Any
+    ) -> None:
         super().__init__(config, **kwargs)
+        # The server's names of the tools that declare an output schema (their results: structuredContent).
+        self.structured = frozenset(original_name(t.name) for t in tools if t.output_schema is not None)
         tls = tls_context(None, env={}, connector=self.name)
         self.client = McpClient(
             self.config["url"],
@@ -57,7 +64,11 @@ class McpConnector(BuiltinConnector):
             raise BuiltinToolError(INVALID_ARGUMENTS, "arguments must be a JSON object")
         name = original_name(tool)
         return await self.authorization.call(
-            self, env, lambda token: self.client.call_tool(name, arguments, token=token)
+            self,
+            env,
+            lambda token: self.client.call_tool(
+                name, arguments, token=token, declares_output=name in self.structured
+            ),
         )
 
     async def discover(self, *, env: Mapping[str, str]) -> list[ToolSchema]:

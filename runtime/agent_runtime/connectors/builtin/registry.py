@@ -117,5 +117,9 @@ def materialize_builtin(
 
 
 def create_connector(defs: BuiltinConnectorDefs) -> BuiltinConnector:
-    """A live connector for a bundle file (the Tool Pod makes one per connector, for its lifetime)."""
-    return connector_class(defs.type)(defs.config, name=defs.name, credentials=defs.credentials)
+    """A live connector for a bundle file (the Tool Pod makes one per connector, for its lifetime); a type
+    whose tools are discovered gets them from the file (what each declares decides its results' form)."""
+    cls = connector_class(defs.type)
+    if getattr(cls, "discovered_tools", False):
+        return cls(defs.config, name=defs.name, credentials=defs.credentials, tools=defs.tools)
+    return cls(defs.config, name=defs.name, credentials=defs.credentials)

@@ -9,6 +9,12 @@ name. The server is called with the original name. A tool is sensitive unless th
 A tool whose name cannot be shown to a model (a character outside letters, digits, `_`, `-` and `.`, or
 too long once prefixed) is skipped with the reason, never renamed: the server must be called with the
 name it gave.
+
+Kept besides, each within a bound and left out (the tool still offered) past it: `title` (the display name
+a person sees, MAX_TITLE characters; the older `annotations.title` when there is no `title`),
+`outputSchema` (a JSON object schema of at most MAX_OUTPUT_SCHEMA_BYTES; the Tool Pod then sends the model
+a result's `structuredContent`, `result.py`) and `_meta` (the server's own metadata for clients, at most
+MAX_META_BYTES). None of them reaches the model's tool list.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ PREFIX = "mcp"
 _UID_HEX = re.compile(r"[^0-9a-f]")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 MAX_DESCRIPTION = 4000
+MAX_TITLE = 200
+MAX_OUTPUT_SCHEMA_BYTES = 32 * 1024
+MAX_META_BYTES = 8 * 1024
 _OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 # The `mcp` type's config (its tools come from discovery, not from config).
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -72,6 +81,12 @@ class DiscoveredTool(BaseModel):
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: dict(_OBJECT_SCHEMA), alias="inputSchema")
     read_only: bool = Field(default=False, alias="readOnly")
+    # Absent ones are left out of the status and the digest, so a catalog without them keeps its bytes.
+    title: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    output_schema: dict[str, Any] | None = Field(
+        default=None, alias="outputSchema", exclude_if=lambda v: v is None
+    )
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta", exclude_if=lambda v: v is None)
 
     @property
     def sensitive(self) -> bool:
@@ -129,8 +144,41 @@ def from_server(raw: Mapping[str, Any]) -> DiscoveredTool | Skipped:
     description = raw.get("description")
     text = description if isinstance(description, str) else ""
     return DiscoveredTool(
-        name=name, description=text[:MAX_DESCRIPTION], inputSchema=schema, readOnly=read_only
+        name=name,
+        description=text[:MAX_DESCRIPTION],
+        inputSchema=schema,
+        readOnly=read_only,
+        title=display_title(raw),
+        outputSchema=bounded_json(raw.get("outputSchema"), limit=MAX_OUTPUT_SCHEMA_BYTES, schema=True),
+        _meta=bounded_json(raw.get("_meta"), limit=MAX_META_BYTES),
     )
+
+
+def display_title(raw: Mapping[str, Any]) -> str | None:
+    """The name a person is shown: `title`, else the older `annotations.title`; printable, bounded."""
+    annotations = raw.get("annotations")
+    for found in (raw.get("title"), annotations.get("title") if isinstance(annotations, dict) else None):
+        if isinstance(found, str):
+            text = " ".join("".join(c if c.isprintable() else " " for c in found).split())
+            if text:
+                return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
+    return None
+
+
+def bounded_json(value: Any, *, limit: int, schema: bool = False) -> dict[str, Any] | None:
+    """`value` when it is a plain JSON object within `limit` bytes (an object schema, if `schema`), else
+    None: an oversized or odd one is left out rather than cut, since a cut schema would mislead."""
+    if not isinstance(value, dict) or not value:
+        return None
+    try:
+        check_json_value(value, where="value")
+    except ValueError:
+        return None
+    if schema and value.get("type") != "object":
+        return None  # MCP requires an output schema of type object; structuredContent is an object
+    if len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()) > limit:
+        return None
+    return value
 
 
 def usable(raw_tools: Iterable[Mapping[str, Any]], *, id8: str) -> tuple[list[DiscoveredTool], list[Skipped]]:
@@ -221,6 +269,9 @@ def materialize_mcp(
                 description=t.description,
                 inputSchema=t.input_schema,
                 sensitive=t.sensitive,
+                title=t.title,
+                outputSchema=t.output_schema,
+                _meta=t.meta,
             )
             for t in chosen
         ],

@@ -9,9 +9,10 @@ starts a new one and sends that request once more (the server refused it before 
 
 It sends through the executor's aiohttp pool (`async_client`, one per event loop) under the executor's
 rules: one budget per call (`timeout_s`, default 30 s) across handshake and answer, no redirect, no proxy or
-netrc from the environment, answers capped (4 MiB per message read; a tool result passed on is cut to
-200,000 bytes and marked `truncated`). Every failure is a `BuiltinToolError` in the connector core's
-categories, its explanation sanitized by the core's classifier: never the token, never the URL.
+netrc from the environment, answers capped (4 MiB per message read; a tool result passed on is one form
+of it, cut to 200,000 bytes and marked `truncated`: `result.py`). Every failure is a `BuiltinToolError` in
+the connector core's categories, its explanation sanitized by the core's classifier: never the token, never
+the URL.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import httpx
 from agent_runtime.connectors.async_client import AioResponse, new_session, send
 from agent_runtime.connectors.classify import classify_tool_api_error
 from agent_runtime.connectors.framework import INVALID_ARGUMENTS, BuiltinToolError
-from agent_runtime.connectors.policy import CALL_BUDGET_S, MAX_RESPONSE_BYTES
+from agent_runtime.connectors.mcp.result import model_result
+from agent_runtime.connectors.policy import CALL_BUDGET_S
 from agent_runtime.connectors.transport import connector_call, quiet_client_logs
 from agent_runtime.redaction import redactor_for
 
@@ -107,10 +109,16 @@ class McpClient:
         return outcome
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, token: str | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        token: str | None = None,
+        declares_output: bool = False,
     ) -> dict[str, Any]:
         """`tools/call` with the server's own tool name. A result with `isError: true` raises `tool_error`;
-        otherwise `{content, structuredContent?, truncated}`, at most 200,000 bytes."""
+        otherwise the one form the model is sent (`mcp/result.py`: `structuredContent` when the tool
+        `declares_output` schema, else `content`), `truncated`, at most 200,000 bytes."""
         outcome = await self._bounded(
             self._request("tools/call", {"name": name, "arguments": dict(arguments)}, token=token), token
         )
@@ -124,7 +132,7 @@ class McpClient:
             del token, arguments
             raise outcome
         # Redacted before the cut: a token the server echoes must not be left half-visible at the end.
-        return _capped_result(redactor_for([token or ""]).value(outcome))
+        return model_result(redactor_for([token or ""]).value(outcome), declares_output=declares_output)
 
     async def _list_pages(self, token: str | None) -> ServerTools:
         tools: list[dict[str, Any]] = []
@@ -467,38 +475,3 @@ def _scrubbed(exc: BuiltinToolError, secrets: list[str]) -> BuiltinToolError:
         status_code=exc.status_code,
         retry_after_s=exc.retry_after_s,
     )
-
-
-def _capped_result(result: dict[str, Any]) -> dict[str, Any]:
-    """`{content, structuredContent?, truncated}` within MAX_RESPONSE_BYTES: text is cut, whole blocks and
-    structured content dropped when they do not fit."""
-    content = result.get("content") if isinstance(result.get("content"), list) else []
-    out: dict[str, Any] = {"content": [], "truncated": False}
-    # Each block left out is named (index, type, size) so the model knows what it did not see.
-    dropped: list[dict[str, Any]] = []
-    budget = MAX_RESPONSE_BYTES
-    for index, block in enumerate(content):
-        size = len(json.dumps(block, ensure_ascii=False).encode())
-        if size <= budget:
-            out["content"].append(block)
-            budget -= size
-            continue
-        out["truncated"] = True
-        if isinstance(block, dict) and block.get("type") == "text" and budget > 200:
-            text = str(block.get("text", "")).encode()[: budget - 200].decode("utf-8", errors="ignore")
-            out["content"].append({**block, "text": text})
-            budget = 0
-            continue
-        kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-        dropped.append({"index": index, "type": kind, "bytes": size})
-    structured = result.get("structuredContent")
-    if structured is not None:
-        size = len(json.dumps(structured, ensure_ascii=False).encode())
-        if size <= budget:
-            out["structuredContent"] = structured
-        else:
-            out["truncated"] = True
-            dropped.append({"index": None, "type": "structuredContent", "bytes": size})
-    if dropped:
-        out["dropped"] = dropped
-    return out

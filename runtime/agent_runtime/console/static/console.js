@@ -919,7 +919,7 @@
       list.replaceChildren();
       for (const agent of answer.data.items) {
         const rows = agent.tools.map((t) =>
-          el("tr", {}, el("td", {}, t.name, t.sensitive ? el("strong", { class: "sensitive", text: " sensitive" }) : null), el("td", { text: t.location }), el("td", { text: t.description }))
+          el("tr", {}, el("td", {}, t.title ? el("span", { class: "title", text: `${t.title} ` }) : null, t.title ? el("code", { text: t.name }) : t.name, t.sensitive ? el("strong", { class: "sensitive", text: " sensitive" }) : null), el("td", { text: t.location }), el("td", { text: t.description }))
         );
         list.append(
           el(
