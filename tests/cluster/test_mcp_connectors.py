@@ -105,6 +105,10 @@ def test_the_operator_discovers_an_mcp_server_and_the_tool_pod_calls_it(
         sensitive = {t["name"]: t["sensitive"] for t in bundle_file["tools"]}
         assert sensitive[f"mcp.{id8}.lookup"] is False and sensitive[f"mcp.{id8}.delete_item"] is True
         assert sensitive[f"mcp.{id8}.note"] is True  # no readOnlyHint: sensitive
+        # lookup's output schema rode from the server through status into the bundle (results: structured).
+        lookup = next(t for t in bundle_file["tools"] if t["name"] == f"mcp.{id8}.lookup")
+        assert lookup["outputSchema"]["properties"]["name"] == {"type": "string"}
+        assert next(t for t in status["discovery"]["catalog"] if t["name"] == "lookup")["outputSchema"]
         tool_pod = (api.get("deployments", "bot-tool") or {})["spec"]["template"]["spec"]
         tool_env = {e["name"]: e for e in tool_pod["containers"][0]["env"]}
         assert tool_env["CRM_MCP_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "crm-mcp", "key": "token"}
@@ -112,7 +116,6 @@ def test_the_operator_discovers_an_mcp_server_and_the_tool_pod_calls_it(
         assert "CRM_MCP_TOKEN" not in aer
 
         # The Tool Pod the operator rendered calls the server with the Secret's token; no run discovers.
-        lists_before = peer.stats()["methods"]["tools/list"]
         secrets = {
             name: {
                 k: base64.b64decode(v).decode() for k, v in (api.get("secrets", name) or {})["data"].items()
@@ -128,6 +131,8 @@ def test_the_operator_discovers_an_mcp_server_and_the_tool_pod_calls_it(
             pythonpath=str(REPO_ROOT),
             overrides={"AGENT_ENTRYPOINT": ""},
         )
+        # Counted just before the call: the operator's own 4-second period may discover while the pod starts.
+        lists_before = peer.stats()["methods"]["tools/list"]
         answer = httpx.post(
             f"http://127.0.0.1:{port}/execute",
             headers={"Authorization": f"Bearer {secrets['bot-runtime-token']['token']}"},
@@ -137,7 +142,7 @@ def test_the_operator_discovers_an_mcp_server_and_the_tool_pod_calls_it(
         assert answer.status_code == 200, answer.text
         outcome = answer.json()
         assert outcome["status"] == "success", outcome
-        assert outcome["result"]["structuredContent"] == {"id": "42", "name": "item 42"}
+        assert outcome["result"] == {"structuredContent": {"id": "42", "name": "item 42"}, "truncated": False}
         assert peer.stats()["methods"]["tools/list"] == lists_before
 
         # The server's tools change: the user's annotation discovers them now, and the Agent follows.
