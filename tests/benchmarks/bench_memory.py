@@ -1,6 +1,7 @@
 """The Memory server with 10,000 semantic records, each figure against a brute-force baseline in the same run.
 
-A real server (`RUNNER_MODE=memory`, SQLite, the packaged WordLlama model) on loopback. The corpus is the
+A real server (`RUNNER_MODE=memory`, SQLite, a packaged local model: `BENCH_MEMORY_MODEL=minilm`, the
+default, or `wordllama`, passed to it as MEMORY_EMBEDDINGS_LOCAL_MODEL) on loopback. The corpus is the
 60 facts of `data/memory_paraphrases.json` hidden among 9,940 generated distractor sentences, in one
 namespace of one user. Prints:
 - writes/s over HTTP (8 in flight) and through the service in this process (no HTTP), against embedding
@@ -27,6 +28,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -40,6 +42,17 @@ QUERIES = 300
 WRITERS = 8
 SCOPE = {"namespace": "facts", "org_id": "bench", "user_id": "u-1"}
 PARAPHRASES = Path(__file__).parent / "data" / "memory_paraphrases.json"
+MODEL = os.environ.get("BENCH_MEMORY_MODEL", "minilm")
+
+
+def _embedder() -> Any:
+    """The local model the server runs, loaded, for the in-process figures and the baselines."""
+    from agent_runtime.memory.embeddings import embedder_from_env
+
+    embedder = embedder_from_env({"MEMORY_EMBEDDINGS_LOCAL_MODEL": MODEL})
+    embedder.load()
+    return embedder
+
 
 _SUBJECTS = (
     "The committee",
@@ -180,6 +193,7 @@ class Server:
             "RUNTIME_TOKEN": TOKEN,
             "APP_ID": "bench.memory",
             "MEMORY_SQLITE_PATH": str(self.db),
+            "MEMORY_EMBEDDINGS_LOCAL_MODEL": MODEL,
         }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agent_runtime.launcher"],
@@ -231,11 +245,9 @@ async def write_all(url: str, texts: list[str]) -> float:
 
 def baseline_writes(texts: list[str], tmp: Path) -> float:
     """Seconds to embed the same texts and insert them into a bare SQLite table (WAL), one commit each."""
-    from agent_runtime.memory.local_model import LocalEmbedder
     from agent_runtime.memory.vectors import to_bytes
 
-    embedder = LocalEmbedder()
-    embedder.load()
+    embedder = _embedder()
     conn = sqlite3.connect(tmp / "bare.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -251,7 +263,6 @@ def baseline_writes(texts: list[str], tmp: Path) -> float:
 
 def service_writes(texts: list[str], tmp: Path) -> float:
     """Seconds to write the same texts through MemoryService in this process: the server without HTTP."""
-    from agent_runtime.memory.local_model import LocalEmbedder
     from agent_runtime.memory.service import MemoryService
     from agent_runtime.memory.store.sqlite import SqliteStore
     from agent_runtime.memory.wire import Kind, WriteBody
@@ -259,8 +270,7 @@ def service_writes(texts: list[str], tmp: Path) -> float:
     async def run() -> float:
         store = SqliteStore(tmp / "service.db")
         await store.open()
-        embedder = LocalEmbedder()
-        embedder.load()
+        embedder = _embedder()
         service = MemoryService(store=store, embedder=embedder, workspace_id="bench.memory")
         bodies = [WriteBody(**SCOPE, id=f"r{i:05}", content=text) for i, text in enumerate(texts)]
         started = time.perf_counter()
@@ -288,7 +298,6 @@ def http_search_latencies(url: str, queries: list[str]) -> tuple[list[float], li
 
 def service_search_latencies(db: Path, queries: list[str]) -> list[float]:
     """The same searches through MemoryService in this process: the server's cost without HTTP."""
-    from agent_runtime.memory.local_model import LocalEmbedder
     from agent_runtime.memory.service import MemoryService
     from agent_runtime.memory.store.sqlite import SqliteStore
     from agent_runtime.memory.wire import Kind, SearchBody
@@ -296,8 +305,7 @@ def service_search_latencies(db: Path, queries: list[str]) -> list[float]:
     async def run() -> list[float]:
         store = SqliteStore(db)
         await store.open()
-        embedder = LocalEmbedder()
-        embedder.load()
+        embedder = _embedder()
         service = MemoryService(store=store, embedder=embedder, workspace_id="bench.memory")
         bodies = [SearchBody(**SCOPE, query=query, top_k=5) for query in queries]
         for body in bodies[:20]:
@@ -315,10 +323,7 @@ def service_search_latencies(db: Path, queries: list[str]) -> list[float]:
 
 def brute_force_latencies(db: Path, queries: list[str]) -> tuple[list[float], list[list[str]]]:
     """Per query: embed, read every vector of the namespace from the file, score all, take the best 5."""
-    from agent_runtime.memory.local_model import LocalEmbedder
-
-    embedder = LocalEmbedder()
-    embedder.load()
+    embedder = _embedder()
     conn = sqlite3.connect(db)
     sql = (
         "SELECT id, vector FROM records WHERE kind = 'semantic' AND workspace_id = 'bench.memory' "
@@ -342,9 +347,9 @@ _BASELINE_RSS = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from agent_runtime.memory.local_model import LocalEmbedder
-    texts, queries = json.load(sys.stdin)
-    embedder = LocalEmbedder()
+    from agent_runtime.memory.embeddings import embedder_from_env
+    texts, queries, model = json.load(sys.stdin)
+    embedder = embedder_from_env({"MEMORY_EMBEDDINGS_LOCAL_MODEL": model})
     embedder.load()
     kept = [(f"r{i:05}", text, embedder.embed_sync([text])[0].tolist()) for i, text in enumerate(texts)]
     matrix = np.asarray([vector for _, _, vector in kept], dtype=np.float32)
@@ -358,7 +363,7 @@ _BASELINE_RSS = textwrap.dedent(
 def baseline_rss_mb(texts: list[str], queries: list[str]) -> float:
     done = subprocess.run(
         [sys.executable, "-c", _BASELINE_RSS],
-        input=json.dumps([texts, queries]),
+        input=json.dumps([texts, queries, MODEL]),
         capture_output=True,
         text=True,
         check=True,
@@ -381,6 +386,7 @@ def main() -> None:
     random_queries = [rng.choice(texts) for _ in range(QUERIES - len(paraphrases))]
     queries = [q for _, q in paraphrases] + random_queries
     hidden = len(texts) - len(paraphrases)
+    print(f"model: {MODEL} (BENCH_MEMORY_MODEL)")
     print(f"corpus: {len(texts)} semantic records ({len(paraphrases)} facts among {hidden} distractors)")
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp_name:
         tmp = Path(tmp_name)
