@@ -86,6 +86,7 @@ from agent_runtime.oe.limiter import LimitReached, refusal_detail
 from agent_runtime.oe.reviews import ReviewBodyError, flat_review
 from agent_runtime.oe.store.base import EventRecord, ExecutionRecord
 from agent_runtime.protocol import TERMINAL_STATES, ExecutionState, InvokeRequest
+from agent_runtime.servers.bodies import MAX_BODY_BYTES, read_request_body, too_large
 
 Handler = Callable[[Request], Awaitable[Response]]
 Require = Callable[[Caller, Attributes], Awaitable[None]]
@@ -433,7 +434,23 @@ def a2a_routes(
         refused = await agent_of(request)
         if refused is not None:
             return refused
-        return await dispatcher.handle_requests(request)
+        # The SDK reads the body whole: capped here as /invoke's is, then handed on as the one message.
+        body = await read_request_body(request, limit=MAX_BODY_BYTES)
+        if body is None:
+            return JSONResponse(too_large(MAX_BODY_BYTES), status_code=413)
+
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if (
+                sent
+            ):  # after the body, the connection's own messages (an SSE response waits for the disconnect)
+                return await request.receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await dispatcher.handle_requests(Request(request.scope, receive=replay))
 
     return [
         Route(PREFIX + AGENT_CARD_WELL_KNOWN_PATH, guard(card), methods=["GET"]),

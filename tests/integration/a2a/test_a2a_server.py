@@ -337,6 +337,15 @@ def test_a_sibling_agents_task_is_not_found_through_this_agents_path(platform: P
     assert execution(platform, sibling)["status"] in ("failed", "completed")  # untouched by this path
 
 
+def test_a_body_over_the_cap_is_a_413_naming_the_body(platform: Platform) -> None:
+    headers = {"authorization": f"Bearer {CLIENT_TOKEN}", "content-type": "application/json"}
+    huge = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"x": "' + b"a" * (9 << 20) + b'"}}'
+    )
+    response = httpx.post(base(platform), content=huge, headers=headers, timeout=60)
+    assert response.status_code == 413 and response.json()["detail"][0]["field"] == "(body)"
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
