@@ -464,6 +464,8 @@ class Operator:
     def _test_connectors_of(self, key: AgentKey, body: dict[str, Any]) -> None:
         """An Agent became Ready: its Connectors not yet Connected are tested now, in their Tool Pod (in
         tasks of their own: a test waits on the OE, and this Agent's lock is held)."""
+        if not self.connection.settings.token_file:
+            return  # nothing can be tested: the Connectors say NotConfigured already
         for name in (body.get("spec") or {}).get("connectors") or []:
             connector = (key[0], name)
             found = self.connectors.get(connector)

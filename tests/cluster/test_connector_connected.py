@@ -13,6 +13,7 @@ import base64
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,11 +34,13 @@ WRONG_KEY = "ghp-Canary-wrong-0d4c8e6f5a"
 
 
 @contextmanager
-def _provider() -> Iterator[str]:
-    """GitHub's `GET /user` on loopback: 200 for the good key; else 401 naming the token it was sent."""
+def _provider(calls: list[str]) -> Iterator[str]:
+    """GitHub's `GET /user` on loopback: 200 for the good key; else 401 naming the token it was sent.
+    Each request's path is appended to `calls`."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            calls.append(self.path)
             sent = self.headers.get("Authorization", "")
             if sent == f"Bearer {GOOD_KEY}":
                 status, body = 200, {"login": "octo"}
@@ -88,11 +91,17 @@ def _objects(namespace: str, provider: str) -> dict[str, dict[str, Any]]:
 
 
 def _token(cluster: ControlPlane, namespace: str, account: str, *, audience: str | None) -> str:
+    """A TokenRequest token of `account` (created when missing) for `audience`."""
     with cluster.api_client() as api:
         request = client.AuthenticationV1TokenRequest(
             spec=client.V1TokenRequestSpec(audiences=[audience] if audience else [], expiration_seconds=3600)
         )
         core = client.CoreV1Api(api)
+        names = [a.metadata.name for a in core.list_namespaced_service_account(namespace).items]
+        if account not in names:
+            core.create_namespaced_service_account(
+                namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account))
+            )
         return core.create_namespaced_service_account_token(account, namespace, request).status.token
 
 
@@ -117,7 +126,8 @@ def test_the_connected_condition_says_what_the_tool_pods_test_found_and_never_th
 ) -> None:
     oe_port = free_port()
     token_file = tmp_path / "operator-oe-token"
-    with _provider() as provider:
+    calls: list[str] = []
+    with _provider(calls) as provider:
         operator = start_operator(
             extra_env={
                 "AGENT_OPERATOR_OE_URL": f"http://127.0.0.1:{oe_port}",
@@ -205,6 +215,19 @@ def test_the_connected_condition_says_what_the_tool_pods_test_found_and_never_th
         events = api.events("gh")
         assert any(e["reason"] == "Unauthorized" and e["type"] == "Warning" for e in events), events
         assert any(e["reason"] == "Connected" and e["type"] == "Normal" for e in events), events
+
+        # A caller the cluster knows but who may not invoke the Agent gets no test run: the OE asks the
+        # API server (SubjectAccessReview on agents/invoke) for the operator's call as for any client's.
+        token_file.write_text(_token(cluster, api.namespace, "nobody", audience="agent-engine"))
+        refused = wait_for(
+            "Connected Unknown OperatorForbidden",
+            lambda: _connected(api).get("reason") == "OperatorForbidden" and _connected(api),
+            timeout=60,
+        )
+        assert refused["status"] == "Unknown" and "agents/invoke" in refused["message"], refused
+        before = len(calls)
+        time.sleep(4)  # several more rounds (Unknown is asked again every second here)
+        assert len(calls) == before, calls[before:]
 
     # Neither key in the Connector's status, its Events, the Agent's, or the operator's and the OE's logs.
     texts = {
