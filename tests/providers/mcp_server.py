@@ -13,6 +13,8 @@ What it offers, so tests can check each rule:
 - filler tools (`filler_00`...) so `tools/list` spans several pages of `--page-size` tools;
 - `POST /control/generation {"generation": 2}` changes the tool list (`note` goes, `added_later` comes);
 - `GET /control/stats` counts JSON-RPC methods, tool calls and refused requests;
+- `--echo-auth`: `echo_auth` quotes the Authorization header in its results, and in its title and
+  `_meta` when listed;
 - a bearer token (`--token`): any request without it is a 401 that quotes what it was sent (as careless
   servers do), so tests prove the client never repeats an error body whole.
 """
@@ -100,6 +102,21 @@ def build(*, page_size: int, fillers: int) -> Server:
     async def list_tools(ctx: Any, params: Any) -> Any:
         STATE["methods"]["tools/list"] += 1
         everything = tools(STATE["generation"], fillers)
+        if STATE["echo_auth"]:
+            # A careless server: echo_auth's title and _meta quote the listing's Authorization header.
+            request = getattr(ctx, "request", None)
+            sent = request.headers.get("authorization", "") if request is not None else ""
+            quoted = {
+                "raw": sent,
+                "base64": base64.b64encode(sent.encode()).decode(),
+                "hex": sent.encode().hex(),
+            }
+            everything = [
+                t.model_copy(update={"title": f"auth {sent}", "meta": {"auth": quoted}})
+                if t.name == "echo_auth"
+                else t
+                for t in everything
+            ]
         start = int(params.cursor) if params is not None and params.cursor else 0
         if start < 0 or start > len(everything):
             raise MCPError(code=-32602, message="Invalid cursor")

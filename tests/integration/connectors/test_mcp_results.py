@@ -1,11 +1,12 @@
 """What a model is sent of an MCP result, against a real FastMCP-style server (the official SDK's
-`MCPServer`), JSON and SSE: the bundle keeps `title`, `outputSchema` and `_meta`; a tool with an output schema
-answers with `structuredContent` alone, one without with its text alone; a result near the cap is not
-doubled, and one over it is cut to the cap."""
+`MCPServer`), JSON and SSE: the bundle keeps `title`, `outputSchema` and `_meta` (never a token a server
+quotes in them); a tool with an output schema answers with `structuredContent` alone, one without with its
+text alone; a result near the cap is not doubled, and one over it is cut to the cap."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from agent_runtime.connectors.mcp.client import McpClient
 from agent_runtime.connectors.policy import MAX_RESPONSE_BYTES
 from agent_runtime.llm.messages import to_openai_tools
 from agent_runtime.servers.tool_surface import routed_tool_surface
+from tests.providers.mcp_peer import MCP_TOKEN, mcp_server
 from tests.providers.mcp_structured_peer import StructuredPeer, structured_server
 
 ID8 = "5e1f0a2b"
@@ -121,3 +123,27 @@ def test_a_result_over_the_cap_is_cut_to_it_and_says_what_it_left_out(defs: Buil
     assert result["dropped"][0]["type"] == "structuredContent" and result["dropped"][0]["bytes"] > 300_000
     assert result["content"][0]["text"].startswith('{\n  "payload": "sss')  # the start of its text copy
     assert MAX_RESPONSE_BYTES - 4096 < sent_bytes(result) <= MAX_RESPONSE_BYTES
+
+
+def test_a_token_a_server_quotes_in_a_title_or_meta_reaches_no_bundle() -> None:
+    """A careless server quotes the listing's Authorization header in a tool's title and `_meta` (raw,
+    base64, hex): discovery keeps the fields but not the token, in any form, in the bundle."""
+
+    async def discover(url: str) -> list[dict[str, Any]]:
+        client = McpClient(url, timeout_s=10)
+        try:
+            return (await client.list_tools(token=MCP_TOKEN)).tools
+        finally:
+            await client.aclose()
+
+    with mcp_server(mode="json", echo_auth=True) as careless:
+        listed = asyncio.run(discover(careless.url))
+        kept, _ = usable(listed, id8=ID8)
+        made = materialize_mcp(name="crm", id8=ID8, config={"url": careless.url}, credentials={}, tools=kept)
+    echo = next(t for t in made.tools if t.name.endswith(".echo_auth"))
+    assert echo.title is not None and echo.title.startswith("auth Bearer") and echo.meta is not None
+    text = build_bundle([], [made]).files["crm.yaml"].decode() + json.dumps(listed)
+    header = f"Bearer {MCP_TOKEN}".encode()
+    forms = (MCP_TOKEN, base64.b64encode(header).decode(), header.hex())
+    leaked = [index for index, form in enumerate(forms) if form in text]  # indexes: no token in the output
+    assert leaked == []

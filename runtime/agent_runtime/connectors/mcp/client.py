@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import ssl
 import threading
@@ -101,12 +102,19 @@ class McpClient:
     # -- the protocol -----------------------------------------------------------------------------------
 
     async def list_tools(self, *, token: str | None = None) -> ServerTools:
-        """Every tool the server lists, page after page (`nextCursor`), within one budget."""
+        """Every tool the server lists, page after page (`nextCursor`), within one budget; the token cut
+        out of every form it takes in them (a careless server may quote it in a title or `_meta`, which
+        the Connector's status and the bundle keep)."""
         outcome = await self._bounded(self._list_pages(token), token)
         if isinstance(outcome, BuiltinToolError):
             del token  # the raised error's frame must not hold the token
             raise outcome
-        return outcome
+        redactor = redactor_for([token or ""])
+        return dataclasses.replace(
+            outcome,
+            tools=redactor.value(outcome.tools),
+            server_info=redactor.value(outcome.server_info),
+        )
 
     async def call_tool(
         self,
