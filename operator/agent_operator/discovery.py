@@ -10,6 +10,9 @@ A discovery happens when the Connector is new to this process, when its spec cha
 when the `agentengine.io/rediscover` annotation changes, and every `AGENT_OPERATOR_MCP_DISCOVERY_SECONDS`
 (default 600; 0: never on a period); after a failure, again after `AGENT_OPERATOR_MCP_RETRY_SECONDS` (30).
 The token is read from the Secret for the call only: it is never logged, stored or put in a message.
+A Connector with `config.auth: {type: oauth}` (B-23) is asked with an OAuth token instead: the
+operator's own from `client_credentials`, or the access token of a person's login (the Secret
+`mcp-oauth-<name>`), which the operator never refreshes (the Tool Pod holds that refresh token).
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import base64
 import binascii
 import json
 import logging
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from pydantic import ValidationError
 
 from agent_operator.bundle import metadata_address_problem
 from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
@@ -38,6 +44,18 @@ from agent_operator.status import Condition, merge_conditions
 from agent_runtime.connectors.framework import BuiltinToolError, ConnectorConfigError
 from agent_runtime.connectors.mcp.catalog import catalog_digest, select, server_id, tool_name, usable
 from agent_runtime.connectors.mcp.client import McpClient
+from agent_runtime.connectors.mcp.oauth import (
+    AUTHORIZATION_CODE,
+    SEED_SECRET_PREFIX,
+    CachedServer,
+    OAuthError,
+    OAuthSettings,
+    same_url,
+    usable_token,
+)
+from agent_runtime.connectors.mcp.oauth import DIR_ENV as OAUTH_DIR_ENV
+from agent_runtime.connectors.mcp.oauth_flow import OAuthSession
+from agent_runtime.connectors.mcp.oauth_store import TokenStore
 from agent_runtime.connectors.transport import tls_context
 
 log = logging.getLogger("agent_operator")
@@ -111,6 +129,7 @@ class McpDiscovery:
         self.settings = settings or DiscoverySettings()
         self.attempts: dict[AttemptKey, _Attempt] = {}
         self._seen: dict[AttemptKey, tuple[str, str]] = {}
+        self._oauth_dir: str | None = None  # client_credentials tokens of this process (B-23)
 
     @staticmethod
     def fingerprint(body: Mapping[str, Any]) -> tuple[str, int, str]:
@@ -189,8 +208,12 @@ class McpDiscovery:
                     f"spec.config.url: {problem}; the operator does not call it unless the platform allows "
                     "such addresses (Helm value agents.allowMetadataAddresses)",
                 )
-            token = await self._token(connector)
             timeout = float(config.get("timeout_s") or self.settings.timeout_seconds)
+            auth = config.get("auth")
+            if isinstance(auth, Mapping):
+                token = await self._oauth_token(connector, url, auth, timeout_s=timeout)
+            else:
+                token = await self._credential(connector, "token")
             client = McpClient(
                 url,
                 timeout_s=min(timeout, self.settings.timeout_seconds),
@@ -199,7 +222,16 @@ class McpDiscovery:
                 max_connections=2,
             )
             try:
-                found = await client.list_tools(token=token)
+                refused = False
+                try:
+                    found = await client.list_tools(token=token)
+                except BuiltinToolError as exc:
+                    if exc.status_code != 401 or not isinstance(auth, Mapping):
+                        raise
+                    refused = True  # an OAuth token the server refused: one fresh one (B-23)
+                if refused:
+                    token = await self._oauth_token(connector, url, auth, timeout_s=timeout, rejected=token)
+                    found = await client.list_tools(token=token)
                 await client.close_session(token=token)
             finally:
                 await client.aclose()
@@ -263,13 +295,88 @@ class McpDiscovery:
         )
         return _outcome(connector, previous, Condition(DISCOVERED, "False", reason, message[:1000]))
 
-    async def _token(self, connector: Connector) -> str | None:
-        """The `token` credential's value, read for this discovery only; None when it has none."""
-        credential = next((c for c in connector.spec.credentials if c.field == "token"), None)
+    async def _oauth_token(
+        self,
+        connector: Connector,
+        url: str,
+        auth: Mapping[str, Any],
+        *,
+        timeout_s: float,
+        rejected: str | None = None,
+    ) -> str:
+        """An OAuth access token for this discovery (`config.auth`, B-23).
+
+        client_credentials: the operator's own token from the Connector's client_id/client_secret, kept in
+        a directory of this process. authorization_code: the access token of the person's login (the Secret
+        `mcp-oauth-<name>`), used while it is good and never refreshed here: a refresh would rotate the
+        refresh token the Tool Pod holds."""
+        name = connector.meta.name
+        try:
+            settings = OAuthSettings.model_validate(dict(auth))
+        except ValidationError:
+            raise _Failed(
+                "ConfigInvalid", "spec.config.auth must be {type: oauth, grant, scope, authorization_server}"
+            ) from None
+        if settings.grant == AUTHORIZATION_CODE:
+            return await self._login_token(connector, url, rejected=rejected)
+        if self._oauth_dir is None:
+            self._oauth_dir = tempfile.mkdtemp(prefix="agent-operator-mcp-oauth-")
+        session = OAuthSession(
+            server=name,
+            mcp_url=url,
+            settings=settings,
+            store=TokenStore(f"{connector.meta.namespace}.{name}", env={OAUTH_DIR_ENV: self._oauth_dir}),
+            ssl_context=tls_context(None, env={}, connector=name),
+            timeout_s=min(timeout_s, self.settings.timeout_seconds),
+            host_problem=None if self.settings.allow_metadata_addresses else metadata_address_problem,
+        )
+        client_id = await self._credential(connector, "client_id")
+        client_secret = await self._credential(connector, "client_secret")
+        try:
+            return await session.token(client_id=client_id, client_secret=client_secret, rejected=rejected)
+        except OAuthError as exc:
+            reason = "ServerUnreachable" if exc.category in ("connection", "timeout") else "OAuthFailed"
+            message = f"OAuth: {exc.explanation}"
+        raise _Failed(reason, message)
+
+    async def _login_token(self, connector: Connector, url: str, *, rejected: str | None) -> str:
+        name = connector.meta.name
+        secret = f"{SEED_SECRET_PREFIX}{name}"
+        fix = f"run `agentengine connectors login {name} --url URL` and create the Secret it names"
+        try:
+            body = await self.api.get(object_path("v1", "Secret", connector.meta.namespace, secret))
+        except ApiUnreachable:
+            raise
+        except ApiError as exc:
+            raise _Failed(
+                "ConsentUnreadable", f"Secret {secret!r} cannot be read (HTTP {exc.status})"
+            ) from None
+        raw = ((body or {}).get("data") or {}).get(f"{name}.json")
+        if raw is None:
+            raise _Failed("ConsentNeeded", f"Secret {secret!r} with key {name}.json does not exist; {fix}")
+        try:
+            state = CachedServer.model_validate_json(base64.b64decode(raw, validate=True))
+        except (binascii.Error, ValueError):
+            raise _Failed(
+                "ConsentInvalid", f"Secret {secret!r} key {name}.json is not a login's file; {fix}"
+            ) from None
+        fits = same_url(state.resource, url)
+        token = usable_token(state.tokens, now=time.time(), rejected=rejected) if fits else None
+        if token is None:
+            raise _Failed(
+                "ConsentExpired",
+                f"the access token in Secret {secret!r} has expired or is for another URL (the operator does "
+                f"not refresh it: the Tool Pod does); {fix} again to discover the tools",
+            )
+        return token
+
+    async def _credential(self, connector: Connector, field: str) -> str | None:
+        """The `field` credential's value, read for this discovery only; None when it has none."""
+        credential = next((c for c in connector.spec.credentials if c.field == field), None)
         if credential is None:
             return None
         ref = credential.secret_key_ref
-        where = f"spec.credentials[token].secretKeyRef: Secret {ref.name!r}"
+        where = f"spec.credentials[{field}].secretKeyRef: Secret {ref.name!r}"
         try:
             body = await self.api.get(object_path("v1", "Secret", connector.meta.namespace, ref.name))
         except ApiUnreachable:

@@ -8,7 +8,7 @@ service. `id8`, the tools' prefix, comes from the Connector's UID.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,6 +29,18 @@ REDISCOVER_ANNOTATION = "agentengine.io/rediscover"
 
 def is_mcp(connector: Connector) -> bool:
     return connector.spec.source.type == MCP_TYPE
+
+
+def oauth_connectors(definitions: Sequence[object]) -> list[str]:
+    """The names of the bundle's MCP connectors that authorize with OAuth (`config.auth`): the Tool Pod
+    gets a writable token directory and, read-only, each one's `mcp-oauth-<name>` Secret as its seed."""
+    return sorted(
+        d.name
+        for d in definitions
+        if isinstance(d, BuiltinConnectorDefs)
+        and d.type == MCP_TYPE
+        and isinstance(d.config.get("auth"), Mapping)
+    )
 
 
 def recorded(status: Mapping[str, Any]) -> dict[str, Any] | None:

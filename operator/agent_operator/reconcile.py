@@ -29,6 +29,7 @@ from agent_operator.inputs import (
     component_secret_refs,
     connector_ca_env,
 )
+from agent_operator.mcp import oauth_connectors
 from agent_operator.models import Agent, Connector
 from agent_operator.notify_targets import notify_problem
 from agent_operator.quantities import quantity
@@ -169,6 +170,7 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         secret_env=secret_env,
         secret_versions=versions,
         tool_env=ca_values,
+        mcp_oauth=oauth_connectors(definitions),
         provider_endpoints=sorted(
             {url_endpoint(c.spec.source.base_url) for c in connectors if c.spec.source.base_url}
             | set(egress_endpoints(definitions))

@@ -37,6 +37,9 @@ from agent_runtime.component_env import (
     as_kubernetes,
     component_env,
 )
+from agent_runtime.connectors.mcp.oauth import DIR_ENV as OAUTH_DIR_ENV
+from agent_runtime.connectors.mcp.oauth import SEED_ENV as OAUTH_SEED_ENV
+from agent_runtime.connectors.mcp.oauth import SEED_SECRET_PREFIX
 
 MANAGED_BY = "agent-engine-operator"
 AGENT_LABEL = "agentengine.io/agent"
@@ -162,6 +165,7 @@ def render_objects(
     provider_endpoints: Sequence[tuple[str, int]],
     settings: RenderSettings,
     tool_env: Sequence[tuple[str, str]] = (),
+    mcp_oauth: Sequence[str] = (),
 ) -> list[Desired]:
     """Every child object, each stamped with the hash of its own content."""
     name = agent.meta.name
@@ -199,6 +203,7 @@ def render_objects(
                     checksum=secrets_checksum(secret_env.get(component, ()), secret_versions),
                     pod_labels=policy_labels.get(component, {}),
                     settings=settings,
+                    mcp_oauth=mcp_oauth if component == "tool" else (),
                 )
             )
         )
@@ -352,6 +357,10 @@ def component_inputs(agent: Agent, settings: RenderSettings, *, bundle_digest: s
     )
 
 
+# B-23/L-07: the Tool Pod's MCP OAuth token files, in its writable /tmp (the root filesystem is read-only),
+# and the read-only seed a person's login gives.
+MCP_OAUTH_DIR = f"{contract.TMP_DIR}/mcp-oauth"
+MCP_OAUTH_SEED_DIR = "/etc/agent-engine/mcp-oauth-seed"
 TOOL_PLAIN_ENV = "AGENTIC_TOOL_PLAIN_ENV"  # agent_runtime/servers/tenant_workers.py reads the same name
 
 
@@ -391,6 +400,7 @@ def _deployment(
     checksum: str,
     pod_labels: Mapping[str, str],
     settings: RenderSettings,
+    mcp_oauth: Sequence[str] = (),
 ) -> dict[str, Any]:
     name = agent.meta.name
     spec = component_spec(agent, component)
@@ -441,6 +451,9 @@ def _deployment(
         )
         mounts.append({"name": "bundle", "mountPath": contract.BUNDLE_MOUNT_DIR, "readOnly": True})
         annotations[BUNDLE_DIGEST] = bundle.digest
+    if mcp_oauth:
+        volumes.append(_mcp_oauth_seed(mcp_oauth))
+        mounts.append({"name": "mcp-oauth-seed", "mountPath": MCP_OAUTH_SEED_DIR, "readOnly": True})
     if component == "memory" and agent.spec.components.memory.store.type == "sqlite":
         volumes.append({"name": "data", "emptyDir": {}})
         mounts.append({"name": "data", "mountPath": MEMORY_DATA_DIR})
@@ -472,6 +485,11 @@ def _deployment(
         },
         "volumeMounts": mounts,
     }
+    if mcp_oauth:
+        container["env"] += [
+            {"name": OAUTH_DIR_ENV, "value": MCP_OAUTH_DIR},
+            {"name": OAUTH_SEED_ENV, "value": MCP_OAUTH_SEED_DIR},
+        ]
     resources = component_resources(spec.resources, settings.default_resources.get(component, {}))
     if resources:
         container["resources"] = resources
@@ -506,6 +524,27 @@ def _deployment(
                 "metadata": {"labels": {**labels(name, component), **pod_labels}, "annotations": annotations},
                 "spec": pod_spec,
             },
+        },
+    }
+
+
+def _mcp_oauth_seed(connectors: Sequence[str]) -> dict[str, Any]:
+    """Each OAuth MCP connector's `mcp-oauth-<name>` Secret (what `agentengine connectors login` wrote),
+    optional: a client_credentials connector needs none, and a login given later appears without a restart."""
+    return {
+        "name": "mcp-oauth-seed",
+        "projected": {
+            "defaultMode": 0o440,
+            "sources": [
+                {
+                    "secret": {
+                        "name": f"{SEED_SECRET_PREFIX}{connector}",
+                        "optional": True,
+                        "items": [{"key": f"{connector}.json", "path": f"{connector}.json"}],
+                    }
+                }
+                for connector in connectors
+            ],
         },
     }
 

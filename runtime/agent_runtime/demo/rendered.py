@@ -29,8 +29,18 @@ def rendered_container_env(
         volume = volumes[mount["name"]]
         if "projected" in volume:
             for source in volume["projected"]["sources"]:
-                for key, value in config_maps[source["configMap"]["name"]].items():
-                    (target / key).write_text(value)
+                if "configMap" in source:
+                    for key, value in config_maps[source["configMap"]["name"]].items():
+                        (target / key).write_text(value)
+                    continue
+                ref = source["secret"]  # an MCP OAuth login's Secret (optional: it may not exist yet)
+                found = secrets.get(ref["name"])
+                if found is None and ref.get("optional"):
+                    continue
+                data = found if found is not None else secrets[ref["name"]]
+                for item in ref.get("items") or [{"key": k, "path": k} for k in data]:
+                    if item["key"] in data:
+                        (target / item["path"]).write_text(data[item["key"]])
         if "configMap" in volume:  # the OE's public key (issue 27)
             data = config_maps[volume["configMap"]["name"]]
             for item in volume["configMap"].get("items") or [{"key": k, "path": k} for k in data]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_operator.bundle import BUNDLE, materialize
+from agent_operator.bundle import BUNDLE, egress_endpoints, materialize
 from agent_operator.discovery import DiscoverySettings, McpDiscovery
 from agent_operator.inputs import InputProblem, SecretMeta, agent_references
 from agent_operator.models import Connector
@@ -138,3 +138,66 @@ def test_settings_name_the_variable_when_wrong() -> None:
     assert DiscoverySettings.from_env({"AGENT_OPERATOR_MCP_DISCOVERY_SECONDS": "0"}).period_seconds == 0
     with pytest.raises(ValueError, match="AGENT_OPERATOR_MCP_RETRY_SECONDS"):
         DiscoverySettings.from_env({"AGENT_OPERATOR_MCP_RETRY_SECONDS": "soon"})
+
+
+def _deployments(planned: Any) -> dict[str, dict[str, Any]]:
+    return {
+        d.manifest["metadata"]["name"].rsplit("-", 1)[-1]: d.manifest
+        for d in planned.objects
+        if d.manifest["kind"] == "Deployment"
+    }
+
+
+def test_an_oauth_connector_gives_only_the_tool_pod_a_token_dir_and_its_login_secret() -> None:
+    auth = {
+        "type": "oauth",
+        "grant": "authorization_code",
+        "authorization_server": "https://auth.example.com",
+    }
+    body = mcp_body(
+        status=discovered(),
+        config={"url": "http://mcp.tools.svc:8000/mcp", "auth": auth},
+        credentials=[
+            {"field": "client_id", "env": "CRM_CLIENT_ID", "secretKeyRef": {"name": "crm", "key": "id"}}
+        ],
+    )
+    agent = agent_body(connectors=["crm"])
+    secrets = {"crm": SecretMeta("1", frozenset({"id"})), "llm-keys": SecretMeta("1", frozenset({"openai"}))}
+    planned = plan_agent(inputs(agent, connectors=[body], secrets=secrets), settings=RenderSettings())
+    pods = _deployments(planned)
+    tool = pods["tool"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in tool["containers"][0]["env"]}
+    assert env["AGENTIC_MCP_OAUTH_DIR"] == "/tmp/mcp-oauth"  # writable: the root filesystem is read-only
+    assert env["AGENTIC_MCP_OAUTH_SEED_DIR"] == "/etc/agent-engine/mcp-oauth-seed"
+    seed = next(v for v in tool["volumes"] if v["name"] == "mcp-oauth-seed")
+    assert seed["projected"]["sources"] == [
+        {
+            "secret": {
+                "name": "mcp-oauth-crm",
+                "optional": True,
+                "items": [{"key": "crm.json", "path": "crm.json"}],
+            }
+        }
+    ]
+    assert {"name": "mcp-oauth-seed", "mountPath": "/etc/agent-engine/mcp-oauth-seed", "readOnly": True} in (
+        tool["containers"][0]["volumeMounts"]
+    )
+    for other in ("aer", "memory"):
+        if other in pods:
+            assert "mcp-oauth" not in json.dumps(pods[other])
+    # The pinned authorization server is the Tool Pod's to reach, beside the MCP server.
+    defs = materialize(Connector.from_body(body), {})
+    assert ("auth.example.com", 443) in egress_endpoints([defs])
+    assert ("mcp.tools.svc", 8000) in egress_endpoints([defs])
+
+
+def test_without_an_oauth_connector_the_tool_pod_gets_no_token_dir() -> None:
+    body = mcp_body(status=discovered())
+    secrets = {
+        "crm": SecretMeta("1", frozenset({"token"})),
+        "llm-keys": SecretMeta("1", frozenset({"openai"})),
+    }
+    planned = plan_agent(
+        inputs(agent_body(connectors=["crm"]), connectors=[body], secrets=secrets), settings=RenderSettings()
+    )
+    assert "mcp-oauth" not in json.dumps(_deployments(planned)["tool"])

@@ -28,6 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 OAUTH = "oauth"
 CLIENT_CREDENTIALS = "client_credentials"
 AUTHORIZATION_CODE = "authorization_code"
+# Where the token files are (L-07), and the seed the operator mounts: the Secret `mcp-oauth-<connector>`
+# (key `<connector>.json`, what `agentengine connectors login` wrote), in the Tool Pod only.
+DIR_ENV = "AGENTIC_MCP_OAUTH_DIR"
+SEED_ENV = "AGENTIC_MCP_OAUTH_SEED_DIR"
+SEED_SECRET_PREFIX = "mcp-oauth-"  # noqa: S105 (a name prefix, not a secret)
 REFRESH_SKEW_S = 60.0  # refresh this long before the access token expires
 MAX_METADATA_BYTES = 256 * 1024
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -82,6 +82,7 @@ class OAuthSession:
         ssl_context: ssl.SSLContext | None = None,
         timeout_s: float = 30.0,
         clock: Callable[[], float] = time.time,
+        host_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         self.server = server
         self.mcp_url = mcp_url
@@ -90,6 +91,9 @@ class OAuthSession:
         self.timeout_s = timeout_s
         self._ssl = ssl_context
         self._clock = clock
+        # What a caller refuses to reach (the operator: cloud metadata addresses), checked for every URL
+        # discovery hands it, so metadata cannot steer a request there.
+        self._host_problem = host_problem
 
     # -- the Tool Pod's side ----------------------------------------------------------------------------
 
@@ -334,8 +338,13 @@ class OAuthSession:
             raise token_error(status, payload, grant=form["grant_type"], server=self.server)
         return token_set(payload, now=self._clock(), previous=previous)
 
+    def _check_host(self, url: str, *, what: str) -> None:
+        if self._host_problem is not None and (problem := self._host_problem(urlsplit(url).hostname or "")):
+            raise _refused_host(what, problem)
+
     async def _get_json(self, http: httpx.AsyncClient, url: str, *, what: str) -> Any:
         """The JSON at `url`, or None when it is not there (4xx): the caller tries the next place."""
+        self._check_host(url, what=what)
         try:
             async with http.stream("GET", url, headers={"Accept": "application/json"}) as response:
                 if 400 <= response.status_code < 500:
@@ -355,6 +364,7 @@ class OAuthSession:
         self, http: httpx.AsyncClient, url: str, *, what: str, form: Mapping[str, str] | None = None,
         json_body: Any = None,
     ) -> tuple[int, Any]:  # fmt: skip
+        self._check_host(url, what=what)
         headers = {"Accept": "application/json", "Cache-Control": "no-store"}
         try:
             async with http.stream("POST", url, data=form, json=json_body, headers=headers) as response:
@@ -366,6 +376,12 @@ class OAuthSession:
             return status, json.loads(body) if body else None
         except ValueError:
             return status, None
+
+
+def _refused_host(what: str, problem: str) -> OAuthError:
+    return OAuthError(
+        f"{what} is at an address this process does not call ({problem})", category="client_error"
+    )
 
 
 def _resource_metadata_urls(mcp_url: str, announced: str | None) -> list[str]:

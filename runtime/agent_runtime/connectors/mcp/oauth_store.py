@@ -24,14 +24,18 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from agent_runtime.connectors.mcp.oauth import CachedServer, OAuthError, check_server_name
+from agent_runtime.connectors.mcp.oauth import (
+    DIR_ENV,
+    SEED_ENV,
+    SEED_SECRET_PREFIX,
+    CachedServer,
+    OAuthError,
+    check_server_name,
+)
 
-DIR_ENV = "AGENTIC_MCP_OAUTH_DIR"
-SEED_ENV = "AGENTIC_MCP_OAUTH_SEED_DIR"
+__all__ = ["DIR_ENV", "SEED_ENV", "SEED_SECRET_PREFIX", "TokenStore", "oauth_dir"]
+
 DEFAULT_DIR = "~/.agentic/mcp-oauth"
-# The Secret that seeds a connector's file in the cluster (key `<connector>.json`), which the operator
-# mounts at AGENTIC_MCP_OAUTH_SEED_DIR in the Tool Pod only.
-SEED_SECRET_PREFIX = "mcp-oauth-"  # noqa: S105 (a name prefix, not a secret)
 _POLL_S = 0.02
 _MAX_FILE_BYTES = 256 * 1024
 
