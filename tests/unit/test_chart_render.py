@@ -491,3 +491,40 @@ def test_the_agents_configmap_digest_depends_on_the_key_alone_not_on_the_certifi
     assert remade != first_cert
     assert oe_public_key_config_map_name(normalize_public_key_pem(remade)) == name
     assert oe_public_key_config_map_name(public_key_pem(first_private)) == name
+
+
+def test_the_operator_may_ask_the_oe_for_connection_tests_with_a_token_for_the_oes_audience_only(
+    helm: Path,
+) -> None:
+    docs = render(helm)
+    operator = pod(one(docs, "Deployment", OPERATOR))
+    (container,) = operator["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in operator["volumes"]}
+    # A projected token bound to the OE's audience (the API server refuses it), re-read by the operator.
+    assert env["AGENT_OPERATOR_OE_TOKEN_FILE"] == mounts["oe-token"]["mountPath"] + "/token"
+    assert mounts["oe-token"]["readOnly"] is True
+    (source,) = volumes["oe-token"]["projected"]["sources"]
+    assert source["serviceAccountToken"]["audience"] == "agent-engine"
+    assert source["serviceAccountToken"]["path"] == "token"
+    assert env["AGENT_OPERATOR_CONNECTION_TEST_SECONDS"] == "600"
+    # The one verb the OE asks of who requests a connector test; nothing else of the client API.
+    client_rules = [
+        rule
+        for doc in docs
+        if doc["kind"] in ("ClusterRole", "Role") and doc["metadata"]["name"].endswith("-operator")
+        for rule in doc.get("rules") or []
+        if any(
+            r.startswith("agents/") and r not in ("agents/status", "agents/finalizers")
+            for r in rule["resources"]
+        )
+    ]
+    assert client_rules == [
+        {"apiGroups": ["agentengine.io"], "resources": ["agents/invoke"], "verbs": ["create"]}
+    ]
+    # Without the chart's OE: no token, no grant.
+    bare = render(helm, oe__enabled="false")
+    bare_operator = one(bare, "Deployment", OPERATOR)
+    assert "oe-token" not in str(bare_operator) and "AGENT_OPERATOR_OE_TOKEN_FILE" not in str(bare_operator)
+    assert "agents/invoke" not in str([d for d in bare if d["metadata"]["name"].endswith("-operator")])
