@@ -675,6 +675,13 @@ SUPERUSER_TRICKS = {
         f"SELECT 1 INTO OUTFILE '{PWNED}.su'",
         "SELECT `GET_LOCK`('ae_lock', 0)",
         "SELECT LAST_INSERT_ID(7)",
+        # Shapes the fast path (`plain_read`) must leave to the parser: a call spelled with spaces, a
+        # newline or a schema before its parenthesis, lower-cased in backticks, hidden after a string.
+        "SELECT load_file ('/etc/hostname')",
+        "SELECT mysql.GET_LOCK\n('ae_lock', 0)",
+        "SELECT `get_lock` ('ae_lock', 0) FROM dual",
+        "SELECT id, name FROM items WHERE name = 'a' AND GET_LOCK('ae_lock', 0) ORDER BY id LIMIT 5",
+        f"SELECT id FROM items WHERE id = 1 INTO DUMPFILE '{PWNED}.dump'",  # noqa: S608
     ],
 }
 
