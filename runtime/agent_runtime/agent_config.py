@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -21,6 +21,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from agent_runtime.connectors.agent_yaml import AgentConnectors, read_agent_config
@@ -78,13 +79,20 @@ def interpolate(value: str, *, env_vars: Mapping[str, str], path: str) -> str:
 
 
 class McpAuth(BaseModel):
-    """How the runtime authenticates to one MCP server: the env name of a bearer token, never the token."""
+    """How the runtime authenticates to one MCP server: the env name of a bearer token, never the token;
+    or `type: oauth` (B-23), the OAuth client's id and secret named by env too."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     token_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN, max_length=128)
+    type: Literal["oauth"] | None = None
+    grant: Literal["client_credentials", "authorization_code"] = "client_credentials"
+    scope: str | None = Field(default=None, max_length=1000)
+    authorization_server: str | None = Field(default=None, max_length=2048)
+    client_id_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN, max_length=128)
+    client_secret_env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN, max_length=128)
 
-    @field_validator("token_env")
+    @field_validator("token_env", "client_id_env", "client_secret_env")
     @classmethod
     def _tenant_variable(cls, value: str | None, info: ValidationInfo) -> str | None:
         context = info.context or {}
@@ -92,6 +100,22 @@ class McpAuth(BaseModel):
         if value is not None and (is_platform_env(value) or value in llm_names):
             raise ValueError(f"{value} is a platform variable; name a tenant secret instead")
         return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> McpAuth:
+        if self.type == "oauth" and self.token_env is not None:
+            raise ValueError("token_env and type: oauth exclude each other; keep one")
+        if self.type is None and (self.client_id_env or self.client_secret_env or self.authorization_server):
+            raise ValueError("client_id_env, client_secret_env and authorization_server need type: oauth")
+        return self
+
+    def oauth_config(self) -> dict[str, Any] | None:
+        """The connector config's `auth` block for `type: oauth`, else None."""
+        if self.type != "oauth":
+            return None
+        keep = {"type": "oauth", "grant": self.grant, "scope": self.scope}
+        keep["authorization_server"] = self.authorization_server
+        return {k: v for k, v in keep.items() if v is not None}
 
 
 class McpServer(BaseModel):

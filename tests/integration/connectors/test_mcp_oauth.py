@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_runtime.connectors import ConnectorError, bundle_from_agent_config
 from agent_runtime.connectors.builtin.registry import create_connector
 from agent_runtime.connectors.framework import BuiltinConnector, BuiltinToolError
 from agent_runtime.connectors.mcp.catalog import DiscoveredTool, materialize_mcp
@@ -285,3 +286,35 @@ def test_no_token_or_secret_in_logs_or_errors(
     assert len(secrets) >= 7  # the client secret, three access and three refresh tokens
     for secret in secrets:
         assert secret not in everything
+
+
+def test_agent_yaml_servers_behind_oauth_share_the_tool_pods_token_file(
+    peer: OAuthPeer, oauth_dir: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "agent.yaml"
+    auth = "{type: oauth, client_id_env: CRM_CLIENT_ID, client_secret_env: CRM_CLIENT_SECRET}"
+    config.write_text(f"version: 1\nmcp:\n  servers:\n    crm:\n      url: {peer.url}\n      auth: {auth}\n")
+    bundle = bundle_from_agent_config(config, env={**ENV, "OPENAI_API_KEY": "sk-x"})
+    (defs,) = bundle.builtins
+    assert defs.name == "mcp-crm" and defs.config["auth"] == {"type": "oauth", "grant": "client_credentials"}
+    assert defs.credentials == {"client_id": "CRM_CLIENT_ID", "client_secret": "CRM_CLIENT_SECRET"}
+    assert CLIENT_SECRET.encode() not in b"".join(bundle.files.values())
+    echo_tool = next(t.name for t in defs.tools if t.name.endswith(".echo"))
+
+    async def call() -> Any:
+        live = create_connector(defs)
+        try:
+            return await live.execute(echo_tool, {"text": "hi"}, env=ENV)
+        finally:
+            await live.aclose()
+
+    assert "echo: hi" in echo_text(asyncio.run(call()))
+    assert peer.issued("client_credentials") == 1  # the bundle build's token served the Tool Pod's call
+    assert (oauth_dir / "mcp-crm.json").exists()
+
+    config.write_text(
+        f"version: 1\nmcp:\n  servers:\n    crm:\n      url: {peer.url}\n"
+        "      auth: {type: oauth, token_env: CRM_TOKEN}\n"
+    )
+    with pytest.raises(ConnectorError, match="exclude each other"):
+        bundle_from_agent_config(config, env=ENV)
