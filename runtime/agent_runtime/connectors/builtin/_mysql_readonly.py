@@ -11,15 +11,16 @@ session state, files, replication waits, sequences, sleeping loops). Function na
 identifiers the parser resolves, so `` `GET_LOCK`(...) `` is seen. The second lines are the READ ONLY
 transaction and a fresh connection per call (no lock, variable or LAST_INSERT_ID outlives a call).
 
-Speed (`check_query`): sqlglot's parse costs 200-300 us for a 300-character query, so a plain read is
-accepted first by `plain_read`, on the exact lexer's output, without sqlglot: it only ever accepts, never
-refuses; anything it is not sure of goes to the parser. Its rule is stricter than the parser's: the
-statement starts with SELECT or WITH; every word is a read keyword or no keyword at all (MySQL's and
-MariaDB's reserved words, sqlglot's MySQL keywords, and the words of INTO, FOR UPDATE, LOCK IN SHARE MODE,
-NEXT VALUE FOR and PROCEDURE all go to the parser); only arithmetic and comparison punctuation (no `:=`,
-`@`, `\\`, `->`, bit operators); no non-ASCII character; and no call to a denied function, whatever its
-spelling (backticks, a schema in front, spaces before the parenthesis). Verdicts are kept per exact text
-(a bounded LRU) on top of that.
+Speed (`check_query`): sqlglot's parse costs 300 us or more for a 300-character query, so a plain read
+is accepted first by `plain_read`, on the exact lexer's output, without sqlglot: it only ever accepts,
+never refuses; anything it is not sure of goes to the parser. It accepts only when the statement starts
+with SELECT or WITH; every word is a read keyword or no keyword at all (MySQL's and MariaDB's reserved
+words, sqlglot's MySQL keywords, and the words of INTO, FOR UPDATE, LOCK IN SHARE MODE, NEXT VALUE FOR and
+PROCEDURE all go to the parser); the punctuation is arithmetic and comparison only (no `:=`, `@`, `\\`,
+bit operators); no character is non-ASCII; no string holds a backslash (where it ends would depend on
+NO_BACKSLASH_ESCAPES); and no call is to a denied function, whatever its spelling (backticks, a schema in
+front, spaces or a newline before the parenthesis). It can pass text sqlglot would call a syntax error
+(`SELECT a b c`): the server refuses that too. Verdicts are kept per exact text (a bounded LRU) on top.
 """
 
 from __future__ import annotations
