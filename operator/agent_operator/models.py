@@ -182,12 +182,21 @@ class NotifySpec(Spec):
     channel: str | None = None
 
 
+class KnowledgeMount(Spec):
+    """One `spec.knowledge` entry (issue 37): a ConfigMap or Secret of documents mounted into the Tool Pod."""
+
+    name: str
+    config_map_name: str | None = None
+    secret_name: str | None = None
+
+
 class AgentSpec(Spec):
     image: str | None = None  # None: the operator's default runtime image
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()
     entrypoint: str
     connectors: tuple[str, ...] = ()
+    knowledge: tuple[KnowledgeMount, ...] = ()  # issue 37: documents mounted into the Tool Pod
     llm: LlmSpec = Field(default_factory=LlmSpec)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     limits: Limits = Field(default_factory=Limits)  # issue 34: enforced by the OE, from the registration

@@ -16,6 +16,7 @@ from agent_operator.models import (
     API_VERSION,
     Agent,
     ComponentSpec,
+    KnowledgeMount,
     Resources,
     SecretKeyRef,
     TopologySpread,
@@ -56,6 +57,8 @@ MODES = {
     "memory": contract.RunnerMode.MEMORY,
 }
 MEMORY_DATA_DIR = "/var/lib/agent-engine/memory"
+# Where `spec.knowledge` entries are mounted in the Tool Pod (a knowledge connector's `config.paths`).
+KNOWLEDGE_DIR = "/etc/agent-engine/knowledge"
 OE_URL_ENV = "AGENTIC_OE_URL"
 
 
@@ -390,6 +393,19 @@ def _container_env(
     return env
 
 
+def _knowledge_volume(entry: KnowledgeMount) -> dict[str, Any]:
+    """The volume of one `spec.knowledge` entry: its ConfigMap or Secret, files readable by the pod only."""
+    if entry.secret_name is not None:
+        return {
+            "name": f"knowledge-{entry.name}",
+            "secret": {"secretName": entry.secret_name, "defaultMode": 0o440},
+        }
+    return {
+        "name": f"knowledge-{entry.name}",
+        "configMap": {"name": entry.config_map_name, "defaultMode": 0o444},
+    }
+
+
 def _deployment(
     agent: Agent,
     component: str,
@@ -454,6 +470,16 @@ def _deployment(
     if mcp_oauth:
         volumes.append(_mcp_oauth_seed(mcp_oauth))
         mounts.append({"name": "mcp-oauth-seed", "mountPath": MCP_OAUTH_SEED_DIR, "readOnly": True})
+    if component == "tool":
+        for entry in agent.spec.knowledge:  # issue 37: the knowledge connector's documents, read-only
+            volumes.append(_knowledge_volume(entry))
+            mounts.append(
+                {
+                    "name": f"knowledge-{entry.name}",
+                    "mountPath": f"{KNOWLEDGE_DIR}/{entry.name}",
+                    "readOnly": True,
+                }
+            )
     if component == "memory" and agent.spec.components.memory.store.type == "sqlite":
         volumes.append({"name": "data", "emptyDir": {}})
         mounts.append({"name": "data", "mountPath": MEMORY_DATA_DIR})
