@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
@@ -97,6 +98,36 @@ PREFIX = "/a2a/{project_id}/{agent}"
 SEND_WAIT_S = 60.0
 # Request fields a pydantic problem names, as the A2A request spells them.
 _FIELDS = {"session_id": "message.contextId", "input": "message.parts", "agent": "(path) agent"}
+
+
+# The SDK logs every malformed request, with its parser's words (which may quote what the caller sent) and a
+# traceback; a client's bad input is answered, not logged. Its server faults (at ERROR) still are.
+_SDK_LOGGERS = (
+    "a2a.server.routes.jsonrpc_dispatcher",
+    "a2a.compat.v0_3.jsonrpc_adapter",
+    "a2a.utils.version_validator",
+)
+_CLIENT_FAULTS = frozenset(
+    {
+        "Failed to validate base JSON-RPC request",
+        "Failed to validate base JSON-RPC request for v0.3",
+        "Failed to parse request params",
+    }
+)
+
+
+class ClientFaults(logging.Filter):
+    """Drops the SDK's records of a client's malformed request: its warnings, and its parse failures."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR and record.msg not in _CLIENT_FAULTS
+
+
+def quiet_client_faults() -> None:
+    for name in _SDK_LOGGERS:
+        found = logging.getLogger(name)
+        if not any(isinstance(f, ClientFaults) for f in found.filters):
+            found.addFilter(ClientFaults())
 
 
 def _problems(exc: ValidationError) -> list[dict[str, str]]:
@@ -404,6 +435,7 @@ def a2a_routes(
     send_wait_s: float = SEND_WAIT_S,
 ) -> list[Route]:
     """The A2A routes of every registered Agent, each request authorized as the client API's."""
+    quiet_client_faults()
     handler = ExecutionTasks(engine, allowed=allowed, created=created, send_wait_s=send_wait_s)
     dispatcher = JsonRpcDispatcher(
         request_handler=handler, context_builder=_Context(), enable_v0_3_compat=True

@@ -411,7 +411,9 @@ RAW = st.sampled_from(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(body=BODIES.map(lambda b: json.dumps(b).encode()) | RAW, version=st.sampled_from(["1.0", "0.3", None]))
-def test_fuzzed_requests_never_answer_a_500(platform: Platform, body: bytes, version: str | None) -> None:
+def test_fuzzed_requests_never_answer_a_500_nor_log_a_traceback(
+    platform: Platform, body: bytes, version: str | None
+) -> None:
     headers = {"authorization": f"Bearer {CLIENT_TOKEN}", "content-type": "application/json"}
     if version is not None:
         headers["a2a-version"] = version
@@ -430,3 +432,4 @@ def test_fuzzed_requests_never_answer_a_500(platform: Platform, body: bytes, ver
         answer = json.loads(head)
         if isinstance(answer, dict) and "jsonrpc" in answer:  # else the OE's own 4xx body (the body guard)
             assert answer.get("error", {}).get("code") != -32603, (body, answer)
+    assert "Traceback" not in platform.processes["oe"].output(), body  # a bad request is answered, not logged
