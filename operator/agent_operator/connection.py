@@ -152,6 +152,16 @@ def reason_of(detail: str) -> str:
     return _REASONS.get(found.group(1), "TestFailed") if found else "TestFailed"
 
 
+def token_unreadable(path: str, error: str) -> Condition:
+    """The operator's token file cannot be read (not mounted yet, or a wrong path)."""
+    return Condition(
+        CONNECTED,
+        "Unknown",
+        "TokenUnreadable",
+        _clean(f"the operator cannot read its token for the OE at {path} ({error}); check {TOKEN_FILE_ENV}"),
+    )
+
+
 def unreachable(oe_url: str, error: str) -> Condition:
     """The OE could not be asked at all."""
     return Condition(

@@ -25,6 +25,7 @@ from agent_operator.connection import (
     from_answer,
     not_configured,
     pick_agent,
+    token_unreadable,
     unreachable,
 )
 from agent_operator.status import Condition
@@ -86,7 +87,7 @@ class ConnectionProbe:
         try:
             token = (await asyncio.to_thread(Path(self.settings.token_file).read_text)).strip()
         except OSError as exc:
-            return unreachable(self.oe_url, f"cannot read the operator's token file: {type(exc).__name__}")
+            return token_unreadable(self.settings.token_file, type(exc).__name__)
         ns, connector = (quote(part, safe="") for part in key)
         url = (
             f"{self.oe_url}/api/v1/projects/{ns}/agents/{quote(picked, safe='')}/connectors/{connector}/test"

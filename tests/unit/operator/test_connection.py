@@ -16,6 +16,7 @@ from agent_operator.connection import (
     not_configured,
     pick_agent,
     reason_of,
+    token_unreadable,
     unreachable,
     with_connected,
 )
@@ -113,6 +114,9 @@ def test_messages_are_one_bounded_line_without_url_credentials() -> None:
     assert "\n" not in found.message and "u:pw" not in found.message and len(found.message) <= 500
     assert "user:secret" not in unreachable("http://user:secret@oe:8080", "ConnectError").message
     assert not_configured().reason == "NotConfigured"
+    unreadable = token_unreadable("/var/run/t", "FileNotFoundError")
+    assert (unreadable.status, unreadable.reason) == ("Unknown", "TokenUnreadable")
+    assert "AGENT_OPERATOR_OE_TOKEN_FILE" in unreadable.message
 
 
 def test_the_condition_is_kept_when_not_tested_and_merged_when_tested() -> None:
