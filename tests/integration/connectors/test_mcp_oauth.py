@@ -38,9 +38,13 @@ ENV = {"CRM_CLIENT_ID": CLIENT_ID, "CRM_CLIENT_SECRET": CLIENT_SECRET}
 REPO = Path(__file__).resolve().parents[3]
 
 
+ISSUERS: dict[str, str] = {}  # a peer's MCP URL -> its issuer: a configured client secret needs the pin
+
+
 @pytest.fixture
 def peer() -> Iterator[OAuthPeer]:
     with mcp_oauth_server() as running:
+        ISSUERS[running.url] = running.issuer
         yield running
 
 
@@ -54,6 +58,8 @@ def oauth_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def connector(url: str, *, grant: str = "client_credentials", configured: bool = True,
               pin: str | None = None) -> BuiltinConnector:  # fmt: skip
     auth: dict[str, Any] = {"type": "oauth", "grant": grant}
+    if pin is None and configured and grant == "client_credentials":
+        pin = ISSUERS.get(url)
     if pin:
         auth["authorization_server"] = pin
     defs = materialize_mcp(
@@ -292,11 +298,16 @@ def test_agent_yaml_servers_behind_oauth_share_the_tool_pods_token_file(
     peer: OAuthPeer, oauth_dir: Path, tmp_path: Path
 ) -> None:
     config = tmp_path / "agent.yaml"
-    auth = "{type: oauth, client_id_env: CRM_CLIENT_ID, client_secret_env: CRM_CLIENT_SECRET}"
+    auth = "{type: oauth, client_id_env: CRM_CLIENT_ID, client_secret_env: CRM_CLIENT_SECRET, "
+    auth += f"authorization_server: '{peer.issuer}'}}"
     config.write_text(f"version: 1\nmcp:\n  servers:\n    crm:\n      url: {peer.url}\n      auth: {auth}\n")
     bundle = bundle_from_agent_config(config, env={**ENV, "OPENAI_API_KEY": "sk-x"})
     (defs,) = bundle.builtins
-    assert defs.name == "mcp-crm" and defs.config["auth"] == {"type": "oauth", "grant": "client_credentials"}
+    assert defs.name == "mcp-crm" and defs.config["auth"] == {
+        "type": "oauth",
+        "grant": "client_credentials",
+        "authorization_server": peer.issuer,
+    }
     assert defs.credentials == {"client_id": "CRM_CLIENT_ID", "client_secret": "CRM_CLIENT_SECRET"}
     assert CLIENT_SECRET.encode() not in b"".join(bundle.files.values())
     echo_tool = next(t.name for t in defs.tools if t.name.endswith(".echo"))

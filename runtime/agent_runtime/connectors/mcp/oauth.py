@@ -223,6 +223,17 @@ def parse_protected_resource(payload: Any, *, mcp_url: str) -> ProtectedResource
     return found
 
 
+def check_secret_pinned(settings: OAuthSettings, client_secret: str | None) -> None:
+    """A configured client secret goes only to a pinned authorization server: unpinned, whichever issuer the
+    MCP server's metadata names would receive it, and a hostile server could name its own."""
+    if client_secret and settings.authorization_server is None:
+        raise OAuthError(
+            "a client_secret is configured but auth.authorization_server is not: set it to the issuer the "
+            "client was registered with, so the secret is sent to no other",
+            category="client_error",
+        )
+
+
 def choose_issuer(found: ProtectedResource, *, pinned: str | None) -> str:
     """The authorization server to use: the pinned one when the server lists it, else the first listed."""
     if pinned is None:

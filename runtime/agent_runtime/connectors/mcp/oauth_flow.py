@@ -36,6 +36,7 @@ from agent_runtime.connectors.mcp.oauth import (
     TokenSet,
     authorization_url,
     challenge_params,
+    check_secret_pinned,
     choose_issuer,
     parse_protected_resource,
     parse_server_metadata,
@@ -101,6 +102,7 @@ class OAuthSession:
         self, *, client_id: str | None = None, client_secret: str | None = None, rejected: str | None = None
     ) -> str:
         """An access token for this server (see the module's docstring)."""
+        check_secret_pinned(self.settings, client_secret if client_id else None)
         kept = self._current(self.store.read(), rejected)
         if kept is not None:
             return kept
@@ -192,6 +194,7 @@ class OAuthSession:
     ) -> CachedServer:
         """Authorization code with PKCE: `open_url` shows the consent page's URL; the browser comes back to
         http://127.0.0.1:PORT/callback; the code is exchanged and the tokens kept. Returns what was kept."""
+        check_secret_pinned(self.settings, client_secret if client_id else None)
         callback = _Callback()
         listener = await asyncio.start_server(callback.handle, host="127.0.0.1", port=port)
         try:
