@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, logs, reviews
+from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, knowledge, logs, reviews
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 from agent_runtime.cli.target_flags import add_target_flags
 
@@ -53,6 +53,7 @@ for command in (
     reviews.approve,
     reviews.reject,
     connectors.connectors,
+    knowledge.knowledge,
     completion.completion,
     dev.dev,
 ):
@@ -62,7 +63,7 @@ for command in (
 add_target_flags(
     cli,
     skip={"dev", "completion", "connectors compile", "connectors scaffold", "connectors regenerate",
-          "connectors bundle"},
+          "connectors bundle", "knowledge add", "knowledge list", "knowledge forget"},
 )  # fmt: skip
 
 
