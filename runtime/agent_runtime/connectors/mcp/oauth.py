@@ -57,7 +57,8 @@ AUTH_SCHEMA: dict[str, Any] = {
             "type": "string",
             "pattern": r"^https?://[^\s/?#]+[^\s?#]*$",
             "maxLength": 2048,
-            "description": "the issuer the server must name: a pin, needed with a client_secret (and the Tool Pod's egress)",
+            "description": "the issuer the server must name: a pin, needed with a client_secret; the Tool "
+            "Pod's egress too",
         },
     },
 }
