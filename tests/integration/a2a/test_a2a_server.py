@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from tests.conftest import Process
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, LLM_KEY, PLANTED, Platform
 from tests.providers.echo_provider import running_echo_provider
-from tests.providers.llm_peer import running_llm_peer
+from tests.providers.llm_peer import RunningLLMPeer, Turn, running_llm_peer
 
 pytestmark = pytest.mark.integration
 PROJECT, NAME = AGENT.split("/")
@@ -47,10 +47,17 @@ SIBLING = "team-a/sibling"
 
 
 @pytest.fixture(scope="module")
+def llm_peer() -> Iterator[RunningLLMPeer]:
+    with running_llm_peer(api_key=LLM_KEY) as peer:
+        yield peer
+
+
+@pytest.fixture(scope="module")
 def platform(
-    tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process]
+    tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process], llm_peer: RunningLLMPeer
 ) -> Iterator[Platform]:
-    with running_llm_peer(api_key=LLM_KEY) as peer, running_echo_provider() as provider:
+    peer = llm_peer
+    with running_echo_provider() as provider:
         platform = Platform(
             tmp=tmp_path_factory.mktemp("platform"),
             spawn=module_spawn,
@@ -194,6 +201,23 @@ def test_stream_carries_the_executions_events_then_the_result(platform: Platform
     assert as_json(artifact.artifact.parts[0].data) == {"results": [{"loud": "A"}, {"loud": "B"}]}
     last = answers[-1].status_update
     assert last.task_id == task_id and last.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_stream_carries_the_models_tokens_as_they_come(platform: Platform, llm_peer: RunningLLMPeer) -> None:
+    words = " ".join(f"w{i}" for i in range(20))
+    llm_peer.push(Turn.answer(words, chunk_delay_s=0.01))
+    answers = asyncio.run(stream(platform, data({"mode": "astream", "text": "count"})))
+    events = [
+        as_json(answer.status_update.status.message.parts[0].data)
+        for answer in answers
+        if answer.HasField("status_update")
+        and answer.status_update.status.state == TaskState.TASK_STATE_WORKING
+        and answer.status_update.status.message.parts
+    ]
+    deltas = [event for event in events if event["type"] == "llm_delta"]
+    assert len(deltas) > 1, [event["type"] for event in events]
+    assert "".join(delta["data"]["text"] for delta in deltas) == words
+    assert answers[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 def test_a_held_call_is_input_required_and_a_decision_message_resumes_it(platform: Platform) -> None:
