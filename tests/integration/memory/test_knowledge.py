@@ -172,3 +172,13 @@ def test_knowledge_is_the_agents_own(tmp_path: Path) -> None:
     with memory_process(again_dir, app_id="team-a.owner", extra=shared) as owner, owner.client() as http:
         hits = search(http, "launch date")
         assert hits and "fifth of May" in hits[0]["text"] and hits[0]["digest"] == answer["digest"]
+
+
+def test_oversized_documents_are_refused_before_any_embedding(http: httpx.Client) -> None:
+    too_long = http.post("/knowledge/documents", json={"source": "big.md", "text": "word " * 90_000})
+    assert too_long.status_code == 400 and too_long.json()["detail"][0]["field"] == "text"
+    assert "split the document" in too_long.json()["detail"][0]["problem"]
+    huge = http.post("/knowledge/documents", json={"source": "huge.md", "text": "x" * (3 * 1024 * 1024)})
+    assert huge.status_code == 413 and huge.json()["error"] == "body_too_large"
+    sources = {s["source"] for s in http.get("/knowledge/documents").json()["sources"]}
+    assert not sources & {"big.md", "huge.md"}
