@@ -133,7 +133,12 @@ class Steps:
         found = await self._replay(record, caller, call)
         plan = await self._policy(record, caller, call, found)
         ran = await self.routes.run(record, caller, call, plan)
-        answer = await self._settle(caller, call, ran)
+        # The step's outcome, the suspension it holds and its audit record: one transaction where the store
+        # has them (PostgreSQL), so no crash between them leaves a step done without its audit record.
+        async with self.ctx.store.atomic():
+            answer = await self._settle(caller, call, ran)
+            await self._audit(record, caller, call, ran, answer)
+        await self._served(caller, call, ran)
         return await self._record(record, caller, call, ran, answer)
 
     # owner --------------------------------------------------------------------------------------------
@@ -275,15 +280,6 @@ class Steps:
             return answer_of(call.step, ran.outcome, from_cache=True)
         outcome = self.ctx.secrets.scrubbed(ran.outcome, caller)
         await store.finish_step(call.execution_id, call.step, outcome, at=self.ctx.clock())
-        if ran.route == "tool_pod" and (outcome.pod_name or outcome.pod_address):
-            # The pod that answered served the execution: a drain of it goes there too (Decision 8).
-            await self.drains.served(
-                call.execution_id,
-                "tool",
-                pod_name=outcome.pod_name,
-                address=outcome.pod_address,
-                fallback=caller.tool_url,
-            )
         if outcome.status == "suspend":
             await self.runs.hold(call.execution_id, outcome.result)
         answer = answer_of(call.step, outcome, from_cache=False)
@@ -292,24 +288,38 @@ class Steps:
             answer = answer.model_copy(update={"args": plan.args})
         return answer
 
+    async def _served(self, caller: AgentRegistration, call: ToolExecuteRequest, ran: Ran) -> None:
+        """The pod that answered served the execution: a drain of it goes there too (Decision 8). After the
+        step's transaction: the drains remember what they noted, which a rollback would not undo."""
+        outcome = ran.outcome
+        unsettled = (Act.DIVERGED, Act.DENY, Act.REFUSE, Act.LOCAL, Act.CACHED)  # no outcome stored
+        if ran.plan.act in unsettled or outcome is None or ran.route != "tool_pod":
+            return
+        if outcome.pod_name or outcome.pod_address:
+            await self.drains.served(
+                call.execution_id,
+                "tool",
+                pod_name=outcome.pod_name,
+                address=outcome.pod_address,
+                fallback=caller.tool_url,
+            )
+
     # record -------------------------------------------------------------------------------------------
 
-    async def _record(
+    async def _audit(
         self,
         record: ExecutionRecord,
         caller: AgentRegistration,
         call: ToolExecuteRequest,
         ran: Ran,
         answer: ToolExecuteAnswer | None,
-    ) -> ToolExecuteAnswer:
-        """The step's audit record and events; a refused or diverged step ends the execution."""
+    ) -> None:
+        """The step's audit record (in the step's transaction)."""
         plan = ran.plan
-        events = self.ctx.events
         if plan.act is Act.DIVERGED:
             message = diverged_message(call, plan.recorded)
             await self.recorder.step(record, call, caller, decision="diverged", reason=message, route="none")
-            await self.runs.fail(record, CallError(category=REPLAY_DIVERGED, explanation=message))
-            raise Conflict(REPLAY_DIVERGED, message)
+            return
         assert answer is not None
         if plan.act is Act.REFUSE:
             refusal = plan.refusal
@@ -328,8 +338,7 @@ class Steps:
                 error_category=refusal.category,
                 detail=refusal_detail(refusal),
             )
-            await self.runs.fail(record, CallError(category=refusal.category, explanation=refusal.message))
-            return answer
+            return
         await self.recorder.step(
             record,
             call,
@@ -343,6 +352,28 @@ class Steps:
             # A call held at a limit (onExceed: suspend) is audited with the limit and the figure.
             detail=refusal_detail(plan.refusal) if plan.refusal is not None else None,
         )
+
+    async def _record(
+        self,
+        record: ExecutionRecord,
+        caller: AgentRegistration,
+        call: ToolExecuteRequest,
+        ran: Ran,
+        answer: ToolExecuteAnswer | None,
+    ) -> ToolExecuteAnswer:
+        """The step's events, once its transaction is in; a refused or diverged step ends the execution."""
+        plan = ran.plan
+        events = self.ctx.events
+        if plan.act is Act.DIVERGED:
+            message = diverged_message(call, plan.recorded)
+            await self.runs.fail(record, CallError(category=REPLAY_DIVERGED, explanation=message))
+            raise Conflict(REPLAY_DIVERGED, message)
+        assert answer is not None
+        if plan.act is Act.REFUSE:
+            refusal = plan.refusal
+            assert refusal is not None
+            await self.runs.fail(record, CallError(category=refusal.category, explanation=refusal.message))
+            return answer
         if plan.act is Act.DENY:
             data = {"tool": call.tool, "status": "denied"}
             await events.publish(call.execution_id, type="step_finished", step=call.step, data=data)
@@ -400,22 +431,23 @@ class Steps:
             raise Conflict(
                 "not_a_callback_step", f"step {report.step} ({step.tool}) was not routed to the AER"
             )
-        await store.finish_step(report.execution_id, report.step, outcome, at=self.ctx.clock())
-        if outcome.status == "suspend":
-            await self.runs.hold(report.execution_id, outcome.result)
         answer = answer_of(report.step, outcome, from_cache=False)
-        await self.recorder.audit(
-            record,
-            kind="tool",
-            step=report.step,
-            tool=step.tool,
-            decision="callback_result",
-            route="callback",
-            status=outcome.status,
-            error_category=outcome.error.category if outcome.error else None,
-            duration_ms=outcome.duration_ms,
-            args=None,
-        )
+        async with store.atomic():  # the outcome, its suspension and its audit record: all or none
+            await store.finish_step(report.execution_id, report.step, outcome, at=self.ctx.clock())
+            if outcome.status == "suspend":
+                await self.runs.hold(report.execution_id, outcome.result)
+            await self.recorder.audit(
+                record,
+                kind="tool",
+                step=report.step,
+                tool=step.tool,
+                decision="callback_result",
+                route="callback",
+                status=outcome.status,
+                error_category=outcome.error.category if outcome.error else None,
+                duration_ms=outcome.duration_ms,
+                args=None,
+            )
         await self.ctx.events.publish(
             report.execution_id,
             type="step_finished",

@@ -1,5 +1,6 @@
 """A `/tool/execute` passes each stage once, in order (issue 42): owner -> replay -> policy -> route ->
-settle -> record, read off the step pipeline's code, and the engine only hands the call over."""
+settle -> audit (one transaction with settle, issue 35) -> served -> record, read off the step pipeline's
+code, and the engine only hands the call over."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import textwrap
 from agent_runtime.oe.engine import Orchestrator
 from agent_runtime.oe.steps import Steps
 
-STAGES = ["_running", "_replay", "_policy", "run", "_settle", "_record"]
+STAGES = ["_running", "_replay", "_policy", "run", "_settle", "_audit", "_served", "_record"]
 
 
 def awaited_in_order(function: object) -> list[str]:
@@ -33,6 +34,6 @@ def test_the_engine_enters_the_step_path_once() -> None:
     assert awaited_in_order(Orchestrator.tool_execute) == ["execute"]
     # Inside the step path, the stages are entered from `_stages` only.
     source = inspect.getsource(Steps)
-    for stage in ("_running", "_replay", "_policy", "_settle", "_record"):
+    for stage in ("_running", "_replay", "_policy", "_settle", "_audit", "_served", "_record"):
         assert source.count(f"self.{stage}(") == 1, stage
     assert source.count("self.routes.run(") == 1

@@ -7,6 +7,7 @@ writes are durable when the call returns: a SIGKILL right after loses nothing th
 from __future__ import annotations
 
 from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -165,6 +166,11 @@ class Store(Protocol):
         """Create tables/collections and indexes; idempotent."""
 
     async def close(self) -> None: ...
+
+    def atomic(self) -> AbstractAsyncContextManager[None]:
+        """The calls the current task makes inside the block are one transaction where the backend has them
+        (PostgreSQL: all or none, rolled back by an exception leaving it); elsewhere each call is its own
+        durable write, as outside it (`transactions.EachCallItsOwn`)."""
 
     # executions
     async def create_execution(self, record: ExecutionRecord) -> None:

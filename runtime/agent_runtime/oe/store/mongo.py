@@ -48,6 +48,7 @@ from agent_runtime.oe.store.mongo_deliveries import MongoDeliveries
 from agent_runtime.oe.store.mongo_ledger import MongoLedger
 from agent_runtime.oe.store.mongo_sessions import MongoSessions
 from agent_runtime.oe.store.replicas import ferretdb_refusal
+from agent_runtime.oe.store.transactions import EachCallItsOwn
 from agent_runtime.protocol import CallOutcome
 
 Document = dict[str, Any]
@@ -95,7 +96,7 @@ def _step_record(doc: Document) -> StepRecord:
     return StepRecord.model_validate(doc)
 
 
-class MongoStore(MongoLedger, MongoDeliveries, MongoSessions):
+class MongoStore(EachCallItsOwn, MongoLedger, MongoDeliveries, MongoSessions):
     """`Store` over a MongoDB database; `uri` may hold credentials and never appears in messages."""
 
     def __init__(self, uri: str, database: str, *, replicas: int = 1) -> None:

@@ -1,9 +1,11 @@
 """The OE store over PostgreSQL (asyncpg), for several OE replicas on one database.
 
-Every call is one statement, so each is its own transaction: a status change is a compare-and-set
-(`UPDATE ... WHERE status = ANY(...) RETURNING`), a step or a one-time claim is an insert under a unique
-key, an event's `seq` comes from a per-execution counter row bumped in the same statement as the event's
-insert (the row lock orders concurrent appends, and the statement's one transaction leaves no gap).
+Every call is one statement, so each is its own transaction (inside `atomic()` the calls a task makes
+are one: a step's outcome, what it holds and its audit record; postgres_transaction.py): a status change
+is a compare-and-set (`UPDATE ... WHERE status = ANY(...) RETURNING`), a step or a one-time claim is an
+insert under a unique key, an event's `seq` comes from a per-execution counter row bumped in the same
+statement as the event's insert (the row lock orders concurrent appends, and the statement's one
+transaction leaves no gap).
 
 Events reach listeners on other replicas by polling `list_events` on the primary key (the EventBus polls
 each `poll_s`); no LISTEN/NOTIFY: it needs a dedicated connection per replica outside the pool and says
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Collection
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import asyncpg
@@ -42,6 +45,9 @@ from agent_runtime.oe.store.postgres_schema import (
     pending,
 )
 from agent_runtime.oe.store.postgres_sessions import PostgresSessions
+from agent_runtime.oe.store.postgres_transaction import ACQUIRE_TIMEOUT_S as _ACQUIRE_TIMEOUT_S
+from agent_runtime.oe.store.postgres_transaction import UNAVAILABLE as _UNAVAILABLE
+from agent_runtime.oe.store.postgres_transaction import Held, PostgresTransactions
 from agent_runtime.oe.store.unavailable import StoreUnavailable
 from agent_runtime.protocol import CallOutcome
 
@@ -49,20 +55,7 @@ T = TypeVar("T")
 
 DEFAULT_POOL_SIZE = 10
 DEFAULT_STATEMENT_TIMEOUT_S = 10.0
-# How long one call waits for a connection (pool exhausted, or the server gone) before it is unavailable.
-_ACQUIRE_TIMEOUT_S = 10.0
 _CONNECT_TIMEOUT_S = 5.0
-
-# What a lost, restarting or unreachable server looks like to asyncpg.
-_UNAVAILABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.InterfaceError,
-    asyncpg.AdminShutdownError,
-    asyncpg.QueryCanceledError,  # statement_timeout: the server is too slow to answer
-)
 
 _CREATE_VERSION_TABLE = f"CREATE TABLE IF NOT EXISTS {SCHEMA_VERSION_TABLE} (version INTEGER NOT NULL)"
 _INSERT_EXECUTION = (
@@ -154,7 +147,9 @@ def _step(fields: str) -> StepRecord:
     return StepRecord.model_validate_json(_assemble(fields))
 
 
-class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, PostgresSessions):
+class PostgresStore(
+    PostgresTransactions, PostgresLedger, PostgresDeliveries, PostgresLeases, PostgresSessions
+):
     """`Store` over a PostgreSQL database; `dsn` may hold credentials and never appears in messages."""
 
     def __init__(
@@ -170,6 +165,8 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, Postgres
         self._pool: asyncpg.Pool | None = None
         # The server as the calls find it: one warning per outage, /readyz 503 while it lasts.
         self.outage = Outage("PostgreSQL")
+        # The connection of the `atomic()` block a task is in (postgres_transaction.py).
+        self._tx: ContextVar[Held | None] = ContextVar(f"postgres-transaction-{id(self)}", default=None)
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_uri(self._dsn)!r})"
@@ -180,7 +177,10 @@ class PostgresStore(PostgresLedger, PostgresDeliveries, PostgresLeases, Postgres
         if self._pool is None:
             raise RuntimeError("PostgresStore is not open: await store.open() first")
         problem: BaseException | None = None
+        held = self._held()
         try:
+            if held is not None:
+                return await use(held)  # inside `atomic()`: its transaction's connection
             async with self._pool.acquire(timeout=_ACQUIRE_TIMEOUT_S) as conn:
                 answer = await use(conn)
         except _UNAVAILABLE as exc:

@@ -32,6 +32,7 @@ from agent_runtime.oe.store.codec import decode_cursor, encode_cursor, encode_ex
 from agent_runtime.oe.store.sqlite_deliveries import DELIVERY_SCHEMA, SqliteDeliveries
 from agent_runtime.oe.store.sqlite_ledger import LEDGER_SCHEMA, SqliteLedger
 from agent_runtime.oe.store.sqlite_sessions import SESSION_SCHEMA, SqliteSessions
+from agent_runtime.oe.store.transactions import EachCallItsOwn
 from agent_runtime.protocol import CallOutcome
 
 T = TypeVar("T")
@@ -167,7 +168,7 @@ def _list_sql(*, by_agent: bool, by_project: bool, n_projects: int, by_status: b
     return f"SELECT record FROM executions {clause}ORDER BY created_at DESC, execution_id DESC LIMIT ?"  # noqa: S608 (fixed fragments only)
 
 
-class SqliteStore(SqliteLedger, SqliteDeliveries, SqliteSessions):
+class SqliteStore(EachCallItsOwn, SqliteLedger, SqliteDeliveries, SqliteSessions):
     """`Store` over one SQLite file; calls are serialized on one worker thread, never blocking the loop."""
 
     def __init__(self, path: str | Path) -> None:
