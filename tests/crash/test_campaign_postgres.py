@@ -1,8 +1,9 @@
 """The crash campaign on three OE replicas over PostgreSQL (issue 35), asserted rather than reported:
 
 - at every kill point the replica doing the run's work is SIGKILLed and started again;
-- a cancel races a resume, and two conflicting resumes race, each on a different replica (`RACES` times:
-  10 in `make test`, 100 in `make crash`): no cancel answered 200 is lost, no decision is taken twice;
+- two conflicting resumes race, each on a different replica, 100 times (`RESUME_RACES`, in `make test` as
+  in `make crash`), and a cancel races a resume (`RACES` times: 10 in `make test`, 100 in `make crash`): no
+  cancel answered 200 is lost, no decision is taken twice;
 - the AER's replica is cut off PostgreSQL mid-run (reset connections, then lost packets) and healed, and
   PostgreSQL itself is SIGKILLed and restarted mid-run: every execution completes, no side effect runs
   twice, and a client asking the cut-off replica meanwhile gets 503 with Retry-After, never a 500.
@@ -26,7 +27,7 @@ from tests.crash.campaign import (
     show_outputs,
 )
 from tests.crash.conftest import NO_MODEL
-from tests.crash.postgres_platform import RACES, PostgresReplicas
+from tests.crash.postgres_platform import RACES, RESUME_RACES, PostgresReplicas
 from tests.integration.postgres import OE_PASSWORD, RunningPostgres, running_postgres
 from tests.peers.servers import PeerUnavailable
 from tests.providers.ledger_provider import RunningLedger
@@ -86,21 +87,22 @@ def test_sigkill_of_the_working_replica_at_every_point_runs_each_side_effect_onc
     _completed_once(platform, provider, target="oe", point=point)
 
 
-def _in_batches(trial: Callable[..., dict[str, int]], *args: object) -> dict[str, int]:
-    """`RACES` trials, `BATCH` suspended executions at a time (100 at once would only measure the queue)."""
+def _in_batches(trial: Callable[..., dict[str, int]], *args: object, races: int) -> dict[str, int]:
+    """`races` trials, `BATCH` suspended executions at a time (100 at once would only measure the queue)."""
     total: dict[str, int] = {}
-    for start in range(0, RACES, BATCH):
-        for name, value in trial(*args, trials=min(BATCH, RACES - start)).items():
+    for start in range(0, races, BATCH):
+        for name, value in trial(*args, trials=min(BATCH, races - start)).items():
             total[name] = total.get(name, 0) + value
     return total
 
 
 # A batch of ten takes about a minute on a busy 2-core machine.
-@pytest.mark.timeout(300 + 12 * RACES)
+@pytest.mark.timeout(300 + 12 * RESUME_RACES)
 def test_conflicting_resumes_on_two_replicas_one_wins_every_time(
     platform: PostgresReplicas, provider: RunningLedger
 ) -> None:
-    figures = _in_batches(double_resume_trial, platform, provider)
+    figures = _in_batches(double_resume_trial, platform, provider, races=RESUME_RACES)
+    assert figures["trials"] == RESUME_RACES, figures
     EXTRA_FIGURES.append(f"postgres-3-replicas: two conflicting resumes, one per replica, at once: {figures}")
     assert figures["both_accepted"] == 0 and figures["duplicates"] == 0, figures
     assert figures["charged_twice"] == 0 and figures["not_completed"] == 0, figures
@@ -112,7 +114,7 @@ def test_a_cancel_racing_a_resume_on_two_replicas_is_never_lost(
 ) -> None:
     """PostgreSQL's compare-and-set is atomic across replicas: a cancel answered 200 leaves the execution
     cancelled whatever the resume on the other replica did (asserted, where FerretDB v1 only reports)."""
-    figures = _in_batches(cancel_race_trial, platform, provider)
+    figures = _in_batches(cancel_race_trial, platform, provider, races=RACES)
     EXTRA_FIGURES.append(f"postgres-3-replicas: a cancel and a resume at once, one per replica: {figures}")
     assert figures["lost_cancels"] == 0 and figures["charged_twice"] == 0, figures
 
