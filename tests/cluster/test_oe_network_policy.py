@@ -1,5 +1,6 @@
-"""The chart's OE NetworkPolicy (issue 27), enforced by kube-router on the real node: who reaches the OE,
-whom the OE reaches, and its registration watch still passing (the API server's endpoint as installed).
+"""The chart's OE NetworkPolicy (issue 27), enforced by kube-router on the real node: who reaches the OE
+(the chart's operator among them, for Connectors' connection tests), whom the OE reaches, and its
+registration watch still passing (the API server's endpoint as installed).
 
 Stand-ins for an Agent's pods carry the labels the operator renders (agentengine.io/agent, .../component),
 so no operator runs here; `tests/install_flow.py`'s journey checks the same paths between the real ones.
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.timeout(1800)
 SYSTEM, APPS = "ae-np-system", "ae-np-apps"
 OE = f"agent-engine-oe.{SYSTEM}.svc.cluster.local"
 RUNTIME_IMAGE = f"agent-engine/runtime:{project_version()}"
+OPERATOR_IMAGE = f"agent-engine/operator:{project_version()}"
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,7 @@ def kube() -> Iterator[Kube]:
     plane.start()
     try:
         assert plane.node is not None
-        plane.node.load_project_images(archives, [RUNTIME_IMAGE])
+        plane.node.load_project_images(archives, [RUNTIME_IMAGE, OPERATOR_IMAGE])
         yield Kube(bin_dir=plane.bin_dir, env=plane.env())
     finally:
         plane.stop()
@@ -81,6 +83,7 @@ def _server(name: str, port: int, labels: dict[str, str]) -> list[dict[str, Any]
 
 def _paths(kube: Kube) -> dict[str, bool]:
     oe = running_pod(kube, namespace=SYSTEM, selector="app.kubernetes.io/component=oe")["metadata"]["name"]
+    operator = running_pod(kube, namespace=SYSTEM, selector="app.kubernetes.io/component=operator")
 
     def svc(name: str) -> str:
         return f"{name}.{APPS}.svc.cluster.local"
@@ -89,6 +92,10 @@ def _paths(kube: Kube) -> dict[str, bool]:
         "AER -> OE": connects(kube, namespace=APPS, pod="fake-aer", host=OE, port=8080),
         "Tool Pod -> OE": connects(kube, namespace=APPS, pod="fake-tool", host=OE, port=8080),
         "other pod -> OE": connects(kube, namespace=APPS, pod="provider", host=OE, port=8080),
+        # A Connector's connection test (issue 36): the chart's operator asks the OE.
+        "operator -> OE": connects(
+            kube, namespace=SYSTEM, pod=operator["metadata"]["name"], host=OE, port=8080
+        ),
         "OE -> AER": connects(kube, namespace=SYSTEM, pod=oe, host=svc("fake-aer"), port=8001),
         "OE -> Tool Pod": connects(kube, namespace=SYSTEM, pod=oe, host=svc("fake-tool"), port=8002),
         "OE -> provider": connects(kube, namespace=SYSTEM, pod=oe, host=svc("provider"), port=8080),
@@ -100,6 +107,7 @@ def test_the_oe_policy_admits_aers_and_reaches_runtimes_and_its_registrations_on
         create_namespace(kube, namespace, annotations=placement_annotations())
     helm_install(kube, namespace=SYSTEM)
     rollout(kube, namespace=SYSTEM, deployment="agent-engine-oe")
+    rollout(kube, namespace=SYSTEM, deployment="agent-engine-operator")
     agent = {"agentengine.io/agent": "shop"}
     objects = [
         *_server("fake-aer", 8001, {**agent, "agentengine.io/component": "aer"}),
@@ -121,6 +129,7 @@ def test_the_oe_policy_admits_aers_and_reaches_runtimes_and_its_registrations_on
         "AER -> OE": True,
         "Tool Pod -> OE": False,  # a Tool Pod reaches the OE only through its AER's step results
         "other pod -> OE": False,  # not a client namespace (none is labelled agentengine.io/oe-client)
+        "operator -> OE": True,
         "OE -> AER": True,
         "OE -> Tool Pod": True,
         "OE -> provider": False,  # no tool call leaves from the OE itself
