@@ -36,6 +36,7 @@ from agent_runtime.memory.knowledge_wire import (
     KnowledgeSearchBody,
     SourceView,
 )
+from agent_runtime.memory.lexical import LexicalIndex, fuse
 from agent_runtime.memory.records import MemoryRecord, NamespaceSelector, Partition
 from agent_runtime.memory.service import InvalidRequest, RecordNotFound
 from agent_runtime.memory.store.base import MemoryStore
@@ -46,6 +47,11 @@ CHUNKS = "chunks"
 SOURCES = "sources"
 EMBED_BATCH = 64
 RESERVED_METADATA = frozenset({"source", "title", "headings", "chunk_index", "digest"})
+# The lexical index is this process's; it is built again after its own writes, and at least this often so
+# that another replica's writes (a shared MongoDB) reach the word ranking too.
+LEXICAL_MAX_AGE_S = 30.0
+LEXICAL_MAX_CHUNKS = 200_000
+HYBRID_CANDIDATES = 50
 
 
 def knowledge_partition(workspace_id: str) -> Partition:
@@ -97,6 +103,19 @@ class KnowledgeService:
         self.embedder = embedder
         self.partition = knowledge_partition(workspace_id)
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._lexical: LexicalIndex | None = None
+        self._lexical_at = 0.0
+        self._lexical_lock = asyncio.Lock()
+
+    async def _lexical_index(self) -> LexicalIndex:
+        async with self._lexical_lock:
+            if self._lexical is None or time.monotonic() - self._lexical_at > LEXICAL_MAX_AGE_S:
+                records = await self.store.list_records(
+                    self.partition, NamespaceSelector(CHUNKS), limit=LEXICAL_MAX_CHUNKS
+                )
+                self._lexical = LexicalIndex((r.id, r.content, r.metadata) for r in records)
+                self._lexical_at = time.monotonic()
+            return self._lexical
 
     def _lock(self, source: str) -> asyncio.Lock:
         lock = self._locks.get(source)
@@ -161,6 +180,7 @@ class KnowledgeService:
             await self._write_manifest(body, digest, new_ids)
             stale = [record_id for record_id in old_ids if record_id not in set(new_ids)]
             removed = await self.store.delete(self.partition, CHUNKS, stale) if stale else 0
+            self._lexical = None
         return IngestAnswer(
             source=body.source,
             digest=digest,
@@ -222,31 +242,46 @@ class KnowledgeService:
                 self.partition, CHUNKS, list(manifest.metadata.get("chunk_ids", []))
             )
             await self.store.delete(self.partition, SOURCES, [manifest.id])
+            self._lexical = None
         return removed
 
     async def search(self, body: KnowledgeSearchBody) -> list[ChunkView]:
-        """The chunks closest in meaning to the query, best first."""
+        """The chunks closest to the query, best first: by meaning and words fused (`hybrid`, the
+        default) or by meaning alone (`vector`)."""
         try:
             keep = compile_filter(body.filter)
         except FilterError as exc:
             field, _, problem = str(exc).partition(": ")
             raise InvalidRequest(field, problem) from None
         query = (await self.embedder.embed([body.query], input_type="query"))[0]
-        if not np.any(query):
-            return []
-        found = await self.store.nearest(
-            self.partition,
-            NamespaceSelector(CHUNKS),
-            model=self.embedder.model_id,
-            query=query,
-            limit=body.top_k,
-            keep=keep,
+        candidates = body.top_k if body.mode == "vector" else max(HYBRID_CANDIDATES, body.top_k)
+        found = []
+        if np.any(query):
+            found = await self.store.nearest(
+                self.partition,
+                NamespaceSelector(CHUNKS),
+                model=self.embedder.model_id,
+                query=query,
+                limit=candidates,
+                keep=keep,
+            )
+        if body.mode == "vector":
+            return [
+                chunk_view(record, round(score, 6))
+                for record, score in found
+                if body.min_score is None or score >= body.min_score
+            ]
+        lexical = (await self._lexical_index()).top(body.query, limit=candidates, keep=keep)
+        by_id = {record.id: record for record, _ in found}
+        fused = fuse(
+            [[record.id for record, _ in found], [doc_id for doc_id, _ in lexical]], limit=body.top_k
         )
-        return [
-            chunk_view(record, round(score, 6))
-            for record, score in found
-            if body.min_score is None or score >= body.min_score
-        ]
+        views = []
+        for record_id, score in fused:
+            record = by_id.get(record_id) or await self.store.get(self.partition, CHUNKS, record_id)
+            if record is not None:  # a chunk replaced since the lexical index was built is skipped
+                views.append(chunk_view(record, round(score, 6)))
+        return views
 
     async def get(self, record_id: str) -> ChunkView:
         record = await self.store.get(self.partition, CHUNKS, record_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from agent_runtime.memory.chunking import DEFAULT_MAX_CHARS, DEFAULT_OVERLAP_CHARS, MIN_MAX_CHARS
 from agent_runtime.memory.wire import Metadata, TopK
@@ -73,6 +73,14 @@ class KnowledgeSearchBody(_Body):
     top_k: TopK = KNOWLEDGE_TOP_K_DEFAULT
     filter: dict[str, Any] | None = None
     min_score: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] | None = None
+    # hybrid: meaning and words fused by rank (score: the fused rank score); vector: cosine alone.
+    mode: Literal["hybrid", "vector"] = "hybrid"
+
+    @model_validator(mode="after")
+    def _min_score_is_a_cosine(self) -> KnowledgeSearchBody:
+        if self.min_score is not None and self.mode != "vector":
+            raise ValueError("min_score is a cosine: send it with mode=vector")
+        return self
 
 
 class ChunkView(BaseModel):

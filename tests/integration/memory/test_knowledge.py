@@ -182,3 +182,17 @@ def test_oversized_documents_are_refused_before_any_embedding(http: httpx.Client
     assert huge.status_code == 413 and huge.json()["error"] == "body_too_large"
     sources = {s["source"] for s in http.get("/knowledge/documents").json()["sources"]}
     assert not sources & {"big.md", "huge.md"}
+
+
+def test_hybrid_and_vector_modes(http: httpx.Client) -> None:
+    ingest(http, "ids.md", "# Headers\n\nThe console checks X-Zebra-Nonce on every form post.")
+    hybrid = search(http, "x-zebra-nonce", top_k=3)
+    assert hybrid[0]["source"] == "ids.md"  # the word ranking finds an identifier
+    assert [h["score"] for h in hybrid] == sorted((h["score"] for h in hybrid), reverse=True)
+    vector = search(http, "x-zebra-nonce", top_k=3, mode="vector", min_score=-1)
+    assert all(-1 <= h["score"] <= 1 for h in vector)
+    refused = http.post("/knowledge/search", json={"query": "x", "min_score": 0.5})
+    assert refused.status_code == 400 and "mode=vector" in refused.text
+    # A replaced document's old chunks leave the word ranking at once.
+    ingest(http, "ids.md", "# Headers\n\nNothing about nonces any more.")
+    assert all("Zebra" not in h["text"] for h in search(http, "x-zebra-nonce", top_k=10))
