@@ -95,6 +95,7 @@ class OAuthSession:
         # What a caller refuses to reach (the operator: cloud metadata addresses), checked for every URL
         # discovery hands it, so metadata cannot steer a request there.
         self._host_problem = host_problem
+        self._fitted: tuple[CachedServer, bool] | None = None
 
     # -- the Tool Pod's side ----------------------------------------------------------------------------
 
@@ -124,11 +125,15 @@ class OAuthSession:
         return usable_token(state.tokens, now=self._clock(), rejected=rejected)
 
     def _fits(self, state: CachedServer) -> bool:
-        """The kept state is for this server (and the pinned issuer): a changed config starts again."""
-        if not same_url(state.resource, self.mcp_url):
-            return False
+        """The kept state is for this server (and the pinned issuer): a changed config starts again.
+        Remembered for the state last seen (the store hands back the same object while the file is
+        unchanged)."""
+        if self._fitted is not None and self._fitted[0] is state:
+            return self._fitted[1]
         pinned = self.settings.authorization_server
-        return pinned is None or same_url(state.issuer, pinned)
+        fits = same_url(state.resource, self.mcp_url) and (pinned is None or same_url(state.issuer, pinned))
+        self._fitted = (state, fits)
+        return fits
 
     async def _ready(
         self, http: httpx.AsyncClient, state: CachedServer | None, *, client_id: str | None,

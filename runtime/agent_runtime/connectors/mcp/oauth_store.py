@@ -55,14 +55,24 @@ class TokenStore:
         self.lock_path = self.directory / f"{self.server}.json.lock"
         seed = env.get(SEED_ENV)
         self.seed = Path(seed) / f"{self.server}.json" if seed else None
+        self._parsed: tuple[tuple[object, ...], CachedServer] | None = None
 
     def read(self) -> CachedServer | None:
-        """The kept state, the seed's when none is kept yet; None when neither exists."""
+        """The kept state, the seed's when none is kept yet; None when neither exists. A file unchanged
+        since the last read (same inode, size and mtime: every write is a new file renamed into place) is
+        not parsed again, so a call with a good token pays a stat, not a JSON parse."""
         for path in (self.path, self.seed):
             if path is None:
                 continue
             try:
-                raw = path.read_bytes()[:_MAX_FILE_BYTES]
+                info = os.stat(path)
+                key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+                if self._parsed is not None and self._parsed[0] == key:
+                    return self._parsed[1]
+                with path.open("rb") as handle:
+                    info = os.fstat(handle.fileno())  # the file read, should it be replaced meanwhile
+                    key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+                    raw = handle.read(_MAX_FILE_BYTES)
             except FileNotFoundError:
                 continue
             except OSError as exc:
@@ -72,13 +82,15 @@ class TokenStore:
                     category="client_error",
                 ) from None
             try:
-                return CachedServer.model_validate(json.loads(raw))
+                state = CachedServer.model_validate(json.loads(raw))
             except (ValueError, ValidationError):
                 raise OAuthError(
                     f"the OAuth token file for {self.server} is not valid; delete it and run "
                     f"`agentengine connectors login {self.server}` (or let client_credentials start again)",
                     category="client_error",
                 ) from None
+            self._parsed = (key, state)
+            return state
         return None
 
     def write(self, state: CachedServer) -> None:
