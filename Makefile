@@ -44,8 +44,8 @@ integration: venv
 # The crash campaign (tests/crash): OE, AER and Tool Pod SIGKILLed at every step boundary of an approved
 # six-step execution, on SQLite, on two OE replicas over FerretDB and on three over PostgreSQL (with
 # partitions and a PostgreSQL restart); prints runs, completed, duplicates. Two conflicting resumes on two
-# replicas race 100 times here and in `make test` (CRASH_RESUME_RACES; 48 s at a load average of 4, 109 s
-# at 12); a cancel racing a resume 100 times here (CRASH_RACES; 160 s), 10 times in `make test`.
+# replicas race 100 times here and in `make test` (CRASH_RESUME_RACES; 48 s at a load average of 4, 109-125
+# s at 12-20); a cancel racing a resume 100 times here (CRASH_RACES; 160 s), 10 times in `make test`.
 crash: venv ferretdb-bin peers
 	CRASH_RACES=$${CRASH_RACES:-100} $(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
 

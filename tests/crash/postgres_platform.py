@@ -27,7 +27,8 @@ OUTAGE_S = 3.0
 # How many cancel-against-resume races: 10 in `make test`, 100 in `make crash` (160 s for 100 measured).
 RACES = int(os.environ.get("CRASH_RACES", "10"))
 # How many resume-against-resume races: 100 in `make test` too (48 s for the 100 at a load average of 4 on
-# the 2 cores, under the 60 s a check in `make test` may take; 109 s at 12); CRASH_RESUME_RACES overrides.
+# the 2 cores, under the 60 s a check in `make test` may take; 109-125 s at 12-20); CRASH_RESUME_RACES
+# overrides it.
 RESUME_RACES = int(os.environ.get("CRASH_RESUME_RACES", "100"))
 
 
