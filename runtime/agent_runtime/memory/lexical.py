@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 _WORD = re.compile(r"[a-z0-9_]+")
 K1 = 1.5
 B = 0.75
@@ -32,22 +34,29 @@ def words(text: str) -> list[str]:
 
 
 class LexicalIndex:
-    """BM25 over a fixed set of documents (id, text, metadata a filter reads)."""
+    """BM25 over a fixed set of documents (id, text, metadata a filter reads); scored with numpy."""
 
     def __init__(self, documents: Iterable[tuple[str, str, Any]]) -> None:
         self.ids: list[str] = []
         self.meta: list[Any] = []
-        self.lengths: list[int] = []
-        self.postings: dict[str, list[tuple[int, int]]] = {}
+        lengths: list[int] = []
+        postings: dict[str, tuple[list[int], list[int]]] = {}
         for doc_id, text, meta in documents:
             position = len(self.ids)
             counts = Counter(words(text))
             self.ids.append(doc_id)
             self.meta.append(meta)
-            self.lengths.append(sum(counts.values()))
+            lengths.append(sum(counts.values()))
             for term, count in counts.items():
-                self.postings.setdefault(term, []).append((position, count))
-        self.average = sum(self.lengths) / len(self.lengths) if self.lengths else 0.0
+                where, how_many = postings.setdefault(term, ([], []))
+                where.append(position)
+                how_many.append(count)
+        self.lengths = np.asarray(lengths, dtype=np.float32)
+        self.average = float(self.lengths.mean()) if lengths else 0.0
+        self.postings = {
+            term: (np.asarray(where, dtype=np.int64), np.asarray(how_many, dtype=np.float32))
+            for term, (where, how_many) in postings.items()
+        }
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -57,23 +66,26 @@ class LexicalIndex:
     ) -> list[tuple[str, float]]:
         """The best `limit` (id, score) pairs among the documents `keep` accepts, best first."""
         n = len(self.ids)
-        scores: dict[int, float] = {}
+        scores = np.zeros(n, dtype=np.float32)
         for term in set(words(query)):
-            postings = self.postings.get(term)
-            if not postings:
+            found = self.postings.get(term)
+            if found is None:
                 continue
-            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for position, count in postings:
-                norm = K1 * (1 - B + B * self.lengths[position] / self.average)
-                scores[position] = scores.get(position, 0.0) + idf * count * (K1 + 1) / (count + norm)
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-        found = []
-        for position, score in ranked:
+            where, counts = found
+            idf = math.log(1 + (n - len(where) + 0.5) / (len(where) + 0.5))
+            norm = K1 * (1 - B + B * self.lengths[where] / self.average)
+            scores[where] += idf * counts * (K1 + 1) / (counts + norm)  # one posting per document and term
+        hits = np.flatnonzero(scores)
+        if keep is None and len(hits) > limit:
+            hits = hits[np.argpartition(-scores[hits], limit - 1)[:limit]]
+        ordered = hits[np.lexsort((hits, -scores[hits]))]
+        results = []
+        for position in ordered:
             if keep is None or keep(self.meta[position]):
-                found.append((self.ids[position], score))
-                if len(found) == limit:
+                results.append((self.ids[position], float(scores[position])))
+                if len(results) == limit:
                     break
-        return found
+        return results
 
 
 def fuse(rankings: Sequence[Sequence[str]], *, limit: int, c: int = RRF_C) -> list[tuple[str, float]]:
