@@ -21,19 +21,23 @@ strings: the OE adds arguments (redacted as its audit is) only when `AGENTIC_TRA
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
+import re
 import threading
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.propagators.textmap import TextMapPropagator
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.span import TraceState
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +51,7 @@ TRACING_MONGODB_URI_ENV = "AGENTIC_TRACING_MONGODB_URI"
 EXPORTERS = ("otlp", "jsonl", "mongodb")
 TRACER_NAME = "agent_runtime"
 TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
 
 _state: dict[str, Any] = {"enabled": False, "arguments": False}
 
@@ -125,9 +130,9 @@ def setup_tracing(component: str, env: Mapping[str, str] | None = None) -> bool:
 
 def _exporter(name: str, *, component: str, env: Mapping[str, str]) -> Any:
     if name == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from agent_runtime.otlp_spans import OTLPHttpSpanExporter
 
-        return OTLPSpanExporter()  # reads the standard OTEL_EXPORTER_OTLP_* variables itself
+        return OTLPHttpSpanExporter()  # reads the standard OTEL_EXPORTER_OTLP_* variables itself
     if name == "jsonl":
         directory = Path(env.get(JSONL_DIR_ENV, "").strip() or "/tmp/traces")  # noqa: S108 (the emptyDir)
         return JsonlSpanExporter(directory / f"{component}-{os.getpid()}.jsonl")
@@ -150,7 +155,10 @@ def tracer() -> trace.Tracer:
 def inject(headers: MutableMapping[str, str]) -> None:
     """Write the current span's `traceparent` (and `tracestate`) into outgoing headers."""
     if _state["enabled"]:
-        _propagator.inject(headers)
+        if _propagator is _W3C:
+            _write_w3c(trace.get_current_span().get_span_context(), headers)
+        else:
+            _propagator.inject(headers)
 
 
 def extract(headers: Mapping[str, str]) -> otel_context.Context:
@@ -161,9 +169,7 @@ def current_traceparent() -> str | None:
     """`get_current_trace_context()` of the seed: the current span as a W3C traceparent, or None."""
     if not _state["enabled"]:
         return None
-    carrier: dict[str, str] = {}
-    _propagator.inject(carrier)
-    return carrier.get(TRACEPARENT)
+    return traceparent_of(trace.get_current_span())
 
 
 def current_ids() -> tuple[str | None, str | None]:
@@ -178,16 +184,55 @@ def current_ids() -> tuple[str | None, str | None]:
 
 def traceparent_of(span: trace.Span) -> str | None:
     """The W3C traceparent naming `span`."""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier, context=trace.set_span_in_context(span))
-    return carrier.get(TRACEPARENT)
+    span_context = span.get_span_context()
+    return _traceparent(span_context) if span_context.is_valid else None
 
 
 def context_of(traceparent: str | None) -> otel_context.Context | None:
     """The context a stored traceparent names (the execution's span), or None."""
-    if not traceparent:
+    return parse_w3c(traceparent, None) if traceparent else None
+
+
+# W3C trace context by hand: the SDK's propagator goes through a getter, a list per header and a Context
+# built from the current one on every request, which cost several times the parsing itself (issue 33).
+# Same rules: a version other than ff (00 has exactly four fields), lowercase hex, ids not all zeros, a
+# tracestate over 512 characters ignored.
+_TRACEPARENT_FORMAT = re.compile(r"\s*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\s*")
+_TRACESTATE_MAX = 512
+
+
+def parse_w3c(traceparent: str, tracestate: str | None) -> otel_context.Context | None:
+    """The remote span context a `traceparent` (and `tracestate`) header names, or None when invalid."""
+    match = _TRACEPARENT_FORMAT.fullmatch(traceparent)
+    if match is None:
         return None
-    return _W3C.extract({TRACEPARENT: traceparent})
+    version, trace_hex, span_hex, flags, rest = match.groups()
+    if version == "ff" or (version == "00" and rest):
+        return None
+    trace_id, span_id = int(trace_hex, 16), int(span_hex, 16)
+    if not trace_id or not span_id:
+        return None
+    state = (
+        TraceState.from_header([tracestate]) if tracestate and len(tracestate) <= _TRACESTATE_MAX else None
+    )
+    span_context = SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=TraceFlags(int(flags, 16)), trace_state=state
+    )
+    return trace.set_span_in_context(NonRecordingSpan(span_context), _EMPTY)
+
+
+_EMPTY = otel_context.Context()
+
+
+def _traceparent(span_context: SpanContext) -> str:
+    return f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
+
+
+def _write_w3c(span_context: SpanContext, headers: MutableMapping[str, str]) -> None:
+    if span_context.is_valid:
+        headers[TRACEPARENT] = _traceparent(span_context)
+        if span_context.trace_state:
+            headers[TRACESTATE] = span_context.trace_state.to_header()
 
 
 def link_to_current() -> list[Link]:
@@ -215,35 +260,67 @@ def mark_error(category: str) -> None:
 # -- HTTP clients -----------------------------------------------------------------------------------------
 
 
-def start_client_span(method: str, *, host: str, port: int, path: str) -> trace.Span:
-    """A client span for one outgoing call to a provider, naming the method and host, never the query
-    string; the caller injects its context into the request (`inject_span`) and ends it (`end_client_span`).
+# A model call's span waiting for its provider request (`model_call_span`): a one-element list, so that the
+# request takes it once even from a task the call started (a task copies the context, not the list).
+_WAITING_CALL_SPAN: ContextVar[list[trace.Span] | None] = ContextVar(
+    "agentic_waiting_call_span", default=None
+)
+
+
+@contextlib.contextmanager
+def model_call_span(name: str, *, attributes: Mapping[str, Any]) -> Iterator[trace.Span]:
+    """The current span, a client span, while one model call runs; it is also its provider request's span.
+
+    The GenAI conventions' inference span is the client span of the call to the provider (server address
+    and port included): the first request sent under it (`start_client_span`) takes its attributes instead
+    of a span of its own, which would say the same again and cost the turn a span. A retry's request is a
+    span of its own under it.
+    """
+    with tracer().start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes) as span:
+        token = _WAITING_CALL_SPAN.set([span])
+        try:
+            yield span
+        finally:
+            _WAITING_CALL_SPAN.reset(token)
+
+
+def start_client_span(method: str, *, host: str, port: int, path: str) -> tuple[trace.Span, bool]:
+    """The span of one outgoing call to a provider, naming the method and host, never the query string, and
+    whether it is the caller's to end: a new client span, or the waiting model call's (`model_call_span`),
+    which its owner ends. The caller injects its context into the request (`inject_span`) and closes it
+    (`end_client_span`).
 
     Called by hand around the request rather than through aiohttp's TraceConfig: its signals cost more per
     request than the span itself. The platform's own hops (OE -> AER, AER -> OE) send only the traceparent
     (`inject`): the server span on the other side times them, and every span costs the turn.
     """
-    return tracer().start_span(
-        f"{method} {host}",
-        kind=SpanKind.CLIENT,
-        attributes={
-            "http.request.method": method,
-            "server.address": host,
-            "server.port": port,
-            "url.path": path,
-        },
-    )
+    attributes = {
+        "http.request.method": method,
+        "server.address": host,
+        "server.port": port,
+        "url.path": path,
+    }
+    waiting = _WAITING_CALL_SPAN.get()
+    if waiting:
+        span = waiting.pop()
+        span.set_attributes(attributes)
+        return span, False
+    return tracer().start_span(f"{method} {host}", kind=SpanKind.CLIENT, attributes=attributes), True
 
 
 def inject_span(span: trace.Span, headers: MutableMapping[str, str]) -> None:
     """Write `span`'s traceparent into outgoing headers."""
-    _propagator.inject(headers, context=trace.set_span_in_context(span))
+    if _propagator is _W3C:
+        _write_w3c(span.get_span_context(), headers)
+    else:
+        _propagator.inject(headers, context=trace.set_span_in_context(span))
 
 
 def end_client_span(
-    span: trace.Span, *, status: int | None = None, error: BaseException | None = None
+    span: trace.Span, *, owned: bool, status: int | None = None, error: BaseException | None = None
 ) -> None:
-    """End a client span with the response's status code, or the type of the error that stopped it."""
+    """Record the response's status code, or the type of the error that stopped the call, and end the span
+    if it is the caller's."""
     if error is not None:
         span.set_attribute("error.type", type(error).__name__)
         span.set_status(Status(StatusCode.ERROR))
@@ -251,7 +328,8 @@ def end_client_span(
         span.set_attribute("http.response.status_code", status)
         if status >= 500:
             span.set_status(Status(StatusCode.ERROR))
-    span.end()
+    if owned:
+        span.end()
 
 
 def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:
@@ -260,10 +338,10 @@ def httpx_event_hooks(*, asynchronous: bool) -> dict[str, list[Any]]:
         return {}
 
     def sync_hook(request: Any) -> None:
-        _propagator.inject(request.headers)
+        inject(request.headers)
 
     async def async_hook(request: Any) -> None:
-        _propagator.inject(request.headers)
+        inject(request.headers)
 
     return {"request": [async_hook if asynchronous else sync_hook]}
 
@@ -330,7 +408,6 @@ class TracingMiddleware:
                 span.set_status(Status(StatusCode.ERROR))
 
 
-_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate"})
 # A read (a client polling an execution's status, a console listing) under no caller's trace would be a trace
 # of one span each time: reads get a span only inside a caller's trace.
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -341,8 +418,15 @@ def _caller_context(raw: Any) -> otel_context.Context | None:
     if _propagator is not _W3C:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
         return _propagator.extract(headers)
-    found = {k.decode("latin-1"): v.decode("latin-1") for k, v in raw if k in _TRACE_HEADERS}
-    return _W3C.extract(found) if TRACEPARENT in found else None
+    traceparent = tracestate = None
+    for key, value in raw:
+        if key == b"traceparent":
+            traceparent = value.decode("latin-1")
+        elif key == b"tracestate":  # several fields are one list (RFC 9110, 5.3)
+            tracestate = (
+                value.decode("latin-1") if tracestate is None else f"{tracestate},{value.decode('latin-1')}"
+            )
+    return parse_w3c(traceparent, tracestate) if traceparent is not None else None
 
 
 def instrument(app: Any, *, component: str) -> Any:

@@ -53,8 +53,10 @@ def _cpu_by_component(stack: Stack) -> dict[str, float]:
 
 
 class _Receiver(BaseHTTPRequestHandler):
-    """An OTLP/HTTP trace receiver that keeps nothing but the byte count."""
+    """An OTLP/HTTP trace receiver that keeps nothing but the byte count; it keeps connections open, as a
+    collector does (HTTP/1.0 would make each export connect anew)."""
 
+    protocol_version = "HTTP/1.1"
     received = 0
     requests = 0
     lock = threading.Lock()

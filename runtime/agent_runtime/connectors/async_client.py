@@ -116,10 +116,10 @@ async def send(
     # The URL is already percent-encoded exactly as intended; letting yarl re-normalize it would turn an
     # encoded dot segment ("%2E%2E") back into ".." and resolve it into another path.
     target = yarl.URL(url, encoded=True)
-    span = None
+    span, owned = None, False
     if tracing.enabled():
         host, port = target.host or "", target.port or 0
-        span = tracing.start_client_span(method, host=host, port=port, path=target.path)
+        span, owned = tracing.start_client_span(method, host=host, port=port, path=target.path)
         headers = dict(headers)
         tracing.inject_span(span, headers)
     timeout = aiohttp.ClientTimeout(
@@ -131,12 +131,12 @@ async def send(
         )
     except BaseException as exc:
         if span is not None:
-            tracing.end_client_span(span, error=exc)
+            tracing.end_client_span(span, owned=owned, error=exc)
         if isinstance(exc, Exception):
             raise to_httpx_error(exc, reading=False) from None
         raise
     if span is not None:
-        tracing.end_client_span(span, status=raw.status)
+        tracing.end_client_span(span, owned=owned, status=raw.status)
     return AioResponse(raw)
 
 

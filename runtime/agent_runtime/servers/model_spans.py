@@ -1,4 +1,4 @@
-"""The Tool Pod's span for one model call (GenAI semantic conventions); the provider's HTTP call is its child.
+"""The Tool Pod's span for one model call (GenAI semantic conventions), which is also its provider request's.
 
 The span names the platform's model id; the model that answered, the tokens it reports and the error
 category go on as attributes. Never the messages or the answer (see agent_runtime.tracing).
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-from opentelemetry.trace import SpanKind
 
 from agent_runtime import tracing
 from agent_runtime.protocol import CallOutcome, InvokeLLMRequest
@@ -22,9 +20,7 @@ async def traced_model_call(call: InvokeLLMRequest, run: Callable[[], Awaitable[
     # The execution, step and model id are the parent's (the OE's step span) and the name's: every
     # attribute is encoded and sent once per call, so none is said twice.
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
-    with tracing.tracer().start_as_current_span(
-        f"chat {call.llm_id}", kind=SpanKind.CLIENT, attributes=attributes
-    ):
+    with tracing.model_call_span(f"chat {call.llm_id}", attributes=attributes):
         outcome = await run()
         tracing.set_attributes(outcome_attributes(outcome))
         if outcome.error is not None:
