@@ -178,7 +178,8 @@ class KnowledgeService:
                 )
             new_ids = await self._write_chunks(body, chunks, digest)
             await self._write_manifest(body, digest, new_ids)
-            stale = [record_id for record_id in old_ids if record_id not in set(new_ids)]
+            kept = set(new_ids)
+            stale = [record_id for record_id in old_ids if record_id not in kept]
             removed = await self.store.delete(self.partition, CHUNKS, stale) if stale else 0
             self._lexical = None
         return IngestAnswer(

@@ -22,6 +22,7 @@ from agent_runtime.memory.knowledge_wire import (
     SearchAnswer,
     SourcesAnswer,
     SourceView,
+    check_chunk_id,
 )
 from agent_runtime.token_file import RotatingToken, TokenLike, as_rotating
 
@@ -132,12 +133,29 @@ class KnowledgeClient:
 
     async def get(self, chunk_id: str) -> ChunkView | None:
         try:
-            data = await self._call("GET", f"/knowledge/chunks/{chunk_id}")
+            # Checked here, not only by the server: the id goes into the path, and a model's `../` or `?`
+            # must never turn this call into another route of the Memory server.
+            checked = check_chunk_id(chunk_id)
+        except ValueError as exc:
+            raise KnowledgeRequestError(
+                400, "invalid_request", [{"field": "id", "problem": str(exc)}]
+            ) from None
+        try:
+            data = await self._call("GET", f"/knowledge/chunks/{checked}")
         except KnowledgeRequestError as exc:
             if exc.status == 404:
                 return None
             raise
         return ChunkView.model_validate(data)
+
+    async def all_sources(self) -> list[SourceView]:
+        """Every document, page by page."""
+        found: list[SourceView] = []
+        while True:
+            page = await self.sources(limit=1000, offset=len(found))
+            found += page
+            if len(page) < 1000:
+                return found
 
     async def sources(self, *, limit: int = 1000, offset: int = 0) -> list[SourceView]:
         data = await self._call("GET", "/knowledge/documents", params={"limit": limit, "offset": offset})

@@ -201,3 +201,60 @@ def test_a_model_answers_from_the_knowledge_base_through_the_oe(
         audit = platform.audit(execution_id)
         assert "knowledge.search" in {r.get("tool") for r in audit if r.get("kind") == "tool"}
         assert RUNTIME_TOKEN not in platform.outputs() + json.dumps(audit) + json.dumps(view)
+
+
+@pytest.mark.parametrize(
+    "chunk_id",
+    [
+        "../../memory/semantic/records/diary?namespace=notes&user_id=victim",
+        "k-0000000000000000-000000000000-0/../../../memory/semantic/records/diary",
+        "k-0000000000000000-000000000000-0?x=1",
+    ],
+)
+def test_a_model_cannot_steer_knowledge_get_to_another_route(
+    tmp_path: Path, spawn: Callable[..., Process], page: str, chunk_id: str
+) -> None:
+    """Attacker: the model names a chunk id that would turn the Tool Pod's call into a read of a user's
+    memory (this Memory server has no OE key, so its memory routes take the scope from the query)."""
+    memory = start_memory(spawn, tmp_path, app_id="team-a.kb")
+    with memory.client() as http:
+        wrote = http.post(
+            "/memory/semantic/records",
+            json={
+                "namespace": "notes",
+                "user_id": "victim",
+                "id": "diary",
+                "content": "victim-diary-Canary-51",
+            },
+        )
+        assert wrote.status_code == 201
+    defs = materialize_builtin(name="kb", type_name="knowledge", config={})
+    conn = create_connector(defs)
+    conn._env = {"AGENTIC_MEMORY_URL": memory.base_url, "RUNTIME_TOKEN": memory.token}
+
+    async def go() -> None:
+        try:
+            with pytest.raises((BuiltinToolError, ValueError)) as refused:
+                await conn.execute("knowledge.get", {"id": chunk_id}, env={})
+            assert "victim-diary-Canary-51" not in str(refused.value)
+            assert type(refused.value).__name__ in (
+                "BuiltinToolError",
+                "ToolArgumentError",
+            )  # refused, not read
+        finally:
+            await conn.aclose()
+
+    asyncio.run(go())
+    # The client refuses it too, should a caller skip the tool's schema.
+    from agent_runtime.memory.knowledge_client import KnowledgeClient, KnowledgeRequestError
+
+    async def direct() -> None:
+        client = KnowledgeClient(memory.base_url, token=memory.token)
+        try:
+            with pytest.raises(KnowledgeRequestError) as refused:
+                await client.get(chunk_id)
+            assert refused.value.status == 400 and "victim-diary" not in str(refused.value)
+        finally:
+            await client.aclose()
+
+    asyncio.run(direct())

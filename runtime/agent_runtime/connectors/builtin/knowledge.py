@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text"}
 MAX_FILES = 5000
 MAX_URL_BYTES = 2 * 1024 * 1024
+CHUNK_ID_PATTERN = r"^k-[0-9a-f]{16}-[0-9a-f]{12}-[0-9]{1,5}$"  # what knowledge.search returns, nothing else
 _TAG = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.DOTALL | re.IGNORECASE)
 
 
@@ -135,7 +136,7 @@ class KnowledgeConnector(BuiltinConnector):
         tool(
             "knowledge.get",
             "Read one knowledge chunk in full by the id knowledge.search returned.",
-            properties={"id": {"type": "string", "minLength": 1, "maxLength": 64}},
+            properties={"id": {"type": "string", "pattern": CHUNK_ID_PATTERN, "maxLength": 64}},
             required=["id"],
             sensitive=False,
         ),
@@ -223,7 +224,7 @@ class KnowledgeConnector(BuiltinConnector):
                     continue
                 counts[answer.status] += 1
             keep = set(documents) | failed_urls
-            for known in await client.sources():
+            for known in await client.all_sources():
                 mine = known.metadata.get("connector") == self.name and known.metadata.get("origin") in (
                     "file",
                     "url",
@@ -238,7 +239,8 @@ class KnowledgeConnector(BuiltinConnector):
     async def _ensure_synced(self) -> bool:
         """Sync when due; True while a first sync is still running after `sync_wait_s`."""
         if self._sync_task is None or self._sync_task.done():
-            if self._sync_task is not None and self._sync_task.exception() is not None:
+            failed = self._sync_task is not None and not self._sync_task.cancelled()
+            if failed and self._sync_task is not None and self._sync_task.exception() is not None:
                 logger.warning(
                     "knowledge %s sync failed: %s", self.name, type(self._sync_task.exception()).__name__
                 )
