@@ -1,4 +1,4 @@
-"""Encoding a batch of the platform's spans for OTLP: the SDK's encoder vs agent_runtime.otlp_spans (issue 33).
+"""Encoding a batch of the platform's spans for OTLP: the SDK's encoder vs agent_runtime.otlp_spans.
 
 The batch is what an OE exports: step spans with the GenAI attributes, run and execution spans, a server
 span, in one process's resource and scope. Both encoders run on the same batch in alternating rounds;

@@ -83,9 +83,9 @@ from agent_runtime.protocol import (
     ToolResultRequest,
 )
 from agent_runtime.servers import connector_test
+from agent_runtime.servers.a2a import a2a_routes
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_connector_types
 from agent_runtime.servers.health import Readiness, health_routes
-from agent_runtime.servers.a2a import a2a_routes
 from agent_runtime.servers.oe_drains import drain_routes
 from agent_runtime.servers.oe_metrics import OEMetrics
 from agent_runtime.servers.oe_openapi import OPENAPI_PATH, openapi_json
@@ -632,15 +632,6 @@ def build_oe_app(
         Route("/execution/{execution_id}/cancel", client_guard(cancel), methods=["POST"]),
         *drain_routes(engine, client_guard),
         *thread_routes(engine, client_guard, require=require, caller=_caller),
-        Route("/resume/{execution_id}", client_guard(resume_internal), methods=["POST"]),
-        Route(
-            "/api/v1/projects/{project_id}/executions/{execution_id}/resume",
-            client_guard(resume_gateway),
-            methods=["POST"],
-        ),
-        Route("/api/v1/projects/{project_id}/reviews", client_guard(reviews), methods=["GET"]),
-        Route(
-            "/api/v1/projects/{project_id}/agents/{agent}/memory-export-token",
         # Every Agent as an A2A agent (issue 38): a task is an execution, authorized as the client API.
         *a2a_routes(
             engine,
@@ -650,6 +641,15 @@ def build_oe_app(
             caller=_caller,
             created=metrics.execution_created,
         ),
+        Route("/resume/{execution_id}", client_guard(resume_internal), methods=["POST"]),
+        Route(
+            "/api/v1/projects/{project_id}/executions/{execution_id}/resume",
+            client_guard(resume_gateway),
+            methods=["POST"],
+        ),
+        Route("/api/v1/projects/{project_id}/reviews", client_guard(reviews), methods=["GET"]),
+        Route(
+            "/api/v1/projects/{project_id}/agents/{agent}/memory-export-token",
             client_guard(memory_export_token),
             methods=["POST"],
         ),
