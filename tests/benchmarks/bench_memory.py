@@ -353,7 +353,9 @@ _BASELINE_RSS = textwrap.dedent(
     texts, queries, model = json.load(sys.stdin)
     embedder = embedder_from_env({"MEMORY_EMBEDDINGS_LOCAL_MODEL": model})
     embedder.load()
-    kept = [(f"r{i:05}", text, embedder.embed_sync([text])[0].tolist()) for i, text in enumerate(texts)]
+    vectors = [embedder.embed_sync(texts[i : i + 256]) for i in range(0, len(texts), 256)]
+    rows = [row for block in vectors for row in block]
+    kept = [(f"r{i:05}", text, row.tolist()) for i, (text, row) in enumerate(zip(texts, rows))]
     matrix = np.asarray([vector for _, _, vector in kept], dtype=np.float32)
     for query in queries:
         best = np.argsort(-(matrix @ embedder.embed_sync([query])[0]))[:5]
