@@ -53,3 +53,11 @@ def test_structured_content_over_the_cap_gives_way_to_its_text_cut() -> None:
     assert out["dropped"] == [{"index": None, "type": "structuredContent", "bytes": json_size(big)}]
     assert out["content"][0]["text"].startswith("{'payload': 'ppp")
     assert json_size(out) <= MAX_RESPONSE_BYTES
+
+
+@pytest.mark.parametrize("character", ['"', "\x01", "\\", "\u00e9", "a"])
+def test_a_cut_text_fits_the_cap_however_its_characters_escape(character: str) -> None:
+    """A quote takes two bytes in JSON and a control character six: the cut counts the JSON, not the text."""
+    out = model_result({"content": [{"type": "text", "text": character * 300_000}]}, declares_output=False)
+    assert out["truncated"] is True
+    assert MAX_RESPONSE_BYTES - 10_000 < json_size(out) <= MAX_RESPONSE_BYTES

@@ -88,15 +88,30 @@ def _fit(indexed: Sequence[tuple[int, Any]], budget: int) -> tuple[list[Any], li
             budget -= size
             continue
         if _is_text(block) and budget > _CUT_MARGIN and not cut:
-            head = str(block.get("text", "")).encode()[: budget - _CUT_MARGIN]
-            text = head.decode("utf-8", errors="ignore")
-            kept.append({**block, "text": text})
+            kept.append(_cut_text(block, budget - _CUT_MARGIN))
             budget, cut = 0, True
             dropped.append({"index": index, "type": "text", "bytes": size, "cut": True})
             continue
         kind = block.get("type") if isinstance(block, dict) else type(block).__name__
         dropped.append({"index": index, "type": str(kind)[:40], "bytes": size})
     return kept, dropped
+
+
+def _cut_text(block: dict[str, Any], budget: int) -> dict[str, Any]:
+    """`block` with the longest head of its text whose JSON fits `budget` bytes: escaping counts, since a
+    quote or a control character takes two to six bytes in JSON."""
+    text = str(block.get("text", ""))
+    head = text.encode()[:budget].decode("utf-8", errors="ignore")
+    low, high = 0, len(head)
+    if json_size({**block, "text": head}) <= budget:
+        return {**block, "text": head}
+    while low < high:  # the longest prefix that fits: json_size grows with the prefix
+        middle = (low + high + 1) // 2
+        if json_size({**block, "text": head[:middle]}) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return {**block, "text": head[:low]}
 
 
 def _mark(out: dict[str, Any], dropped: list[dict[str, Any]], *, force: bool = False) -> None:
