@@ -21,7 +21,7 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +29,10 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agent_runtime.connectors.mcp.oauth import DIR_ENV, OAuthError, OAuthSettings
+from agent_runtime.connectors.mcp.oauth_flow import OAuthSession
+from agent_runtime.connectors.mcp.oauth_store import TokenStore
+from agent_runtime.console import connector_consent as consent
 from agent_runtime.console.data import BadQuery, ConsoleData
 from agent_runtime.console.headers import with_security_headers
 from agent_runtime.console.oidc import OIDCClient, OIDCError, OIDCSettings, PendingLogins, authorization_url
@@ -102,6 +106,12 @@ class Console:
         self.sessions = sessions or SessionStore(rows)
         self.oidc = OIDCClient(oidc) if oidc is not None else None
         self.logins = PendingLogins()
+        self.consents = consent.PendingConsents()
+        # Where a consent's tokens go: the local/dev Tool Pod's token directory (AGENTIC_MCP_OAUTH_DIR),
+        # only when this OE is given one (in a cluster the Secret mcp-oauth-NAME, not written by the OE).
+        self.token_env: Mapping[str, str] | None = (
+            {DIR_ENV: os.environ[DIR_ENV]} if os.environ.get(DIR_ENV) else None
+        )
         self.data = ConsoleData(engine=engine, auth=auth, namespaces=namespaces)
         self.assets = {
             path.name: (path.read_bytes(), STATIC_TYPES[path.suffix])
@@ -118,6 +128,9 @@ class Console:
                 Route(PREFIX + "/oidc/start", self.oidc_start, methods=["GET"]),
                 Route(PREFIX + "/oidc/callback", self.oidc_callback, methods=["GET"]),
                 Route(PREFIX + "/static/{name}", self.static, methods=["GET"]),
+                Route(PREFIX + "/connectors/consent", self.consent_form, methods=["GET"]),
+                Route(PREFIX + "/connectors/consent", self.consent_start, methods=["POST"]),
+                Route(PREFIX + "/connectors/callback", self.consent_callback, methods=["GET"]),
                 Route(PREFIX + "/inbox", self.page("inbox", "Inbox"), methods=["GET"]),
                 Route(PREFIX + "/executions", self.page("executions", "Executions"), methods=["GET"]),
                 Route(
@@ -288,6 +301,154 @@ class Console:
         )
         response.headers.append(
             "set-cookie", cookie_header(OIDC_COOKIE, "", max_age=0, path=PREFIX + "/oidc")
+        )
+        return response
+
+    # an MCP connector's OAuth consent (connector_consent.py) -------------------------------------------
+
+    def _consent_answer(self, body: str, *, status: int = 200) -> Response:
+        return HTMLResponse(body, status_code=status, headers={"cache-control": "no-store"})
+
+    async def consent_form(self, request: Request) -> Response:
+        session = await self.session(request)
+        if session is None:
+            return RedirectResponse("/console/sign-in", status_code=303)
+        query = request.query_params
+        return self._consent_answer(
+            consent.form_page(
+                csrf=session.csrf,
+                agent=query.get("agent", "")[:317],
+                connector=query.get("connector", "")[:128],
+                url=query.get("url", "")[:2048],
+            )
+        )
+
+    async def _may_update(self, token: str, wanted: consent.ConsentRequest) -> bool | None:
+        """True/False: whether the session's token may update the Agent; None: the token is not accepted."""
+        caller = await self.auth.authenticate(token)
+        if caller is None:
+            return None
+        return await self.auth.allowed(caller, wanted.needs())
+
+    async def consent_start(self, request: Request) -> Response:
+        """Begin: the form's CSRF token, the right to update the Agent, then discovery and the PKCE URL."""
+        session_id = request.cookies.get(COOKIE)
+        session = await self.sessions.get(session_id)
+        if session is None or session_id is None:
+            return RedirectResponse("/console/sign-in", status_code=303)
+        raw = await request.body()
+        if len(raw) > MAX_FORM_BYTES:
+            return self._consent_answer(consent.refused_page("the form is too large"), status=413)
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+        if not (session.csrf_matches(form.get("csrf")) and _same_origin(request)):
+            return _error(
+                403, "csrf", "starting a consent needs this session's CSRF token from a console page"
+            )
+        try:
+            wanted = consent.consent_request(form)
+        except consent.BadConsentForm as exc:
+            page = consent.form_page(
+                csrf=session.csrf,
+                agent=form.get("agent", "")[:317],
+                connector=form.get("connector", "")[:128],
+                url=form.get("url", "")[:2048],
+                message=f"{exc.field}: {exc.problem}",
+            )
+            return self._consent_answer(page, status=400)
+        try:
+            may = await self._may_update(session.token, wanted)
+        except ReviewUnavailable as exc:
+            return JSONResponse(unavailable_body(f"cannot check access: {exc}"), status_code=503)
+        if may is None:
+            return RedirectResponse("/console/sign-in", status_code=303)
+        if not may:
+            return self._consent_answer(
+                consent.refused_page(
+                    f"You may not update Agent {wanted.agent}, so you may not give its connectors consent "
+                    f"(needs update on agents.agentengine.io {wanted.name} in namespace {wanted.namespace})."
+                ),
+                status=403,
+            )
+        if self.token_env is None:
+            return self._consent_answer(
+                consent.refused_page(
+                    f"This OE keeps no MCP OAuth tokens ({DIR_ENV} is not set: the local mode only). In a "
+                    f"cluster run `agentengine connectors login {wanted.connector} --url URL` and create "
+                    f"the Secret mcp-oauth-{wanted.connector} it names."
+                ),
+                status=501,
+            )
+        redirect_uri = f"{request.url.scheme}://{request.headers.get('host', '')}{PREFIX}/connectors/callback"
+        try:
+            flow = await self._oauth(wanted).begin_consent(redirect_uri=redirect_uri)
+        except OAuthError as exc:
+            return self._consent_answer(consent.refused_page(exc.explanation), status=502)
+        self.consents.start(session_id=session_id, request=wanted, flow=flow)
+        response = self._consent_answer(consent.continue_page(request=wanted, authorization_url=flow.url))
+        # Lax, not Strict: the authorization server's redirect back is a cross-site navigation.
+        response.headers.append(
+            "set-cookie",
+            f"{consent.COOKIE}={flow.url_state}; Path={consent.COOKIE_PATH}; "
+            f"Max-Age={int(consent.CONSENT_TTL_S)}; HttpOnly; Secure; SameSite=Lax",
+        )
+        return response
+
+    def _oauth(self, wanted: consent.ConsentRequest) -> OAuthSession:
+        store = TokenStore(wanted.connector, env=self.token_env or {})
+        settings = OAuthSettings(grant="authorization_code")
+        return OAuthSession(server=wanted.connector, mcp_url=wanted.url, settings=settings, store=store)
+
+    async def consent_callback(self, request: Request) -> Response:
+        """The authorization server's answer: this browser's state, a live session still allowed to update
+        the Agent, then the code exchanged (with `resource`) and the tokens written to the token file."""
+        query = request.query_params
+        pending = self.consents.take(
+            state=query.get("state", ""),
+            cookie=request.cookies.get(consent.COOKIE, ""),
+            session_id=request.cookies.get(COOKIE),
+        )
+        if pending is None:
+            return self._consent_answer(
+                consent.refused_page(
+                    "This answer is not for a consent begun in this browser (the state does not match, or "
+                    "it expired); start the consent again."
+                ),
+                status=400,
+            )
+        session = await self.sessions.get(pending.session_id)
+        if session is None:
+            return self._consent_answer(
+                consent.refused_page("The console session that began this consent ended; sign in again."),
+                status=401,
+            )
+        if query.get("error"):
+            said = "".join(c for c in query["error"][:40] if c.isalnum() or c == "_")
+            return self._consent_answer(
+                consent.refused_page(f"The authorization server refused the consent ({said})."), status=400
+            )
+        code = query.get("code", "")
+        if not code or len(code) > 4096:
+            return self._consent_answer(consent.refused_page("The answer holds no code."), status=400)
+        try:
+            may = await self._may_update(session.token, pending.request)
+        except ReviewUnavailable as exc:
+            return JSONResponse(unavailable_body(f"cannot check access: {exc}"), status_code=503)
+        if not may:
+            return self._consent_answer(
+                consent.refused_page(f"You may no longer update Agent {pending.request.agent}."), status=403
+            )
+        try:
+            await self._oauth(pending.request).finish_consent(pending.flow, code=code)
+        except OAuthError as exc:
+            return self._consent_answer(consent.refused_page(exc.explanation), status=502)
+        logger.info(
+            "mcp connector consent kept",
+            extra={"agent": pending.request.agent, "connector": pending.request.connector,
+                   "user": session.username},
+        )  # fmt: skip
+        response = self._consent_answer(consent.done_page(request=pending.request))
+        response.headers.append(
+            "set-cookie", cookie_header(consent.COOKIE, "", max_age=0, path=consent.COOKIE_PATH)
         )
         return response
 

@@ -20,6 +20,7 @@ import secrets
 import ssl
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -68,6 +69,18 @@ _PAGE = (
     "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {length}\r\n"
     "Connection: close\r\nCache-Control: no-store\r\n\r\n{body}"
 )
+
+
+@dataclass(frozen=True)
+class PendingConsent:
+    """A consent begun and not yet answered: kept by whoever begun it, never shown (the verifier)."""
+
+    server: CachedServer
+    verifier: str = field(repr=False)
+    url_state: str = field(repr=False)
+    redirect_uri: str
+    url: str = field(repr=False)
+    configured_client: bool = False
 
 
 class OAuthSession:
@@ -204,49 +217,68 @@ class OAuthSession:
         listener = await asyncio.start_server(callback.handle, host="127.0.0.1", port=port)
         try:
             bound = listener.sockets[0].getsockname()[1]
-            redirect_uri = f"http://127.0.0.1:{bound}{_CALLBACK_PATH}"
-            async with self._client() as http:
-                state = await self._discover(http, grant=AUTHORIZATION_CODE)
-                if client_id:
-                    state = state.model_copy(update={"client_id": client_id, "registered": False})
-                elif state.registration_endpoint is not None:
-                    state = await self._register(http, state, redirect_uri=redirect_uri)
-                else:
-                    raise OAuthError(
-                        "the authorization server offers no dynamic client registration; pass --client-id "
-                        "(with the redirect URI http://127.0.0.1:PORT/callback registered and --port PORT)",
-                        category="client_error",
-                    )
-                verifier, challenge = pkce_pair()
-                callback.expected_state = secrets.token_urlsafe(24)
-                open_url(
-                    authorization_url(
-                        state.authorization_endpoint or "",
-                        client_id=state.client_id or "",
-                        redirect_uri=redirect_uri,
-                        challenge=challenge,
-                        state=callback.expected_state,
-                        resource=state.resource,
-                        scope=self.settings.scope,
-                    )
-                )
-                try:
-                    code = await asyncio.wait_for(callback.code, timeout=wait_s)
-                except TimeoutError:
-                    raise OAuthError(
-                        f"no consent came back within {wait_s:g} s", category="timeout"
-                    ) from None
-                secret = client_secret if client_id else state.client_secret
-                form = token_form(
-                    AUTHORIZATION_CODE, client_id=state.client_id or "", client_secret=secret,
-                    resource=state.resource, code=code, code_verifier=verifier, redirect_uri=redirect_uri,
-                )  # fmt: skip
-                tokens = await self._token_request(http, state, form, previous=None)
+            pending = await self.begin_consent(
+                redirect_uri=f"http://127.0.0.1:{bound}{_CALLBACK_PATH}", client_id=client_id
+            )
+            callback.expected_state = pending.url_state
+            open_url(pending.url)
+            try:
+                code = await asyncio.wait_for(callback.code, timeout=wait_s)
+            except TimeoutError:
+                raise OAuthError(f"no consent came back within {wait_s:g} s", category="timeout") from None
+            return await self.finish_consent(pending, code=code, client_secret=client_secret)
         finally:
             listener.close()
             await listener.wait_closed()
+
+    async def begin_consent(self, *, redirect_uri: str, client_id: str | None = None) -> PendingConsent:
+        """The first half of a person's consent, for any redirect target (the CLI's loopback listener, the
+        OE console's callback): discovery, a client, and the PKCE S256 authorization URL. The caller keeps
+        the returned `PendingConsent` (it holds the verifier) and matches the redirect's `state` itself."""
+        async with self._client() as http:
+            state = await self._discover(http, grant=AUTHORIZATION_CODE)
+            if client_id:
+                state = state.model_copy(update={"client_id": client_id, "registered": False})
+            elif state.registration_endpoint is not None:
+                state = await self._register(http, state, redirect_uri=redirect_uri)
+            else:
+                raise OAuthError(
+                    "the authorization server offers no dynamic client registration; configure a client_id "
+                    f"(with the redirect URI {redirect_uri} registered)",
+                    category="client_error",
+                )
+        verifier, challenge = pkce_pair()
+        url_state = secrets.token_urlsafe(24)
+        url = authorization_url(
+            state.authorization_endpoint or "",
+            client_id=state.client_id or "",
+            redirect_uri=redirect_uri,
+            challenge=challenge,
+            state=url_state,
+            resource=state.resource,
+            scope=self.settings.scope,
+        )
+        return PendingConsent(
+            server=state, verifier=verifier, url_state=url_state, redirect_uri=redirect_uri, url=url,
+            configured_client=bool(client_id),
+        )  # fmt: skip
+
+    async def finish_consent(
+        self, pending: PendingConsent, *, code: str, client_secret: str | None = None
+    ) -> CachedServer:
+        """The second half: the code exchanged with the verifier and `resource`, the tokens kept in the
+        token file. Returns what was kept."""
+        state = pending.server
+        secret = client_secret if pending.configured_client else state.client_secret
+        form = token_form(
+            AUTHORIZATION_CODE, client_id=state.client_id or "", client_secret=secret,
+            resource=state.resource, code=code, code_verifier=pending.verifier,
+            redirect_uri=pending.redirect_uri,
+        )  # fmt: skip
+        async with self._client() as http:
+            tokens = await self._token_request(http, state, form, previous=None)
         kept = state.model_copy(update={"tokens": tokens, "grant": AUTHORIZATION_CODE})
-        if client_id:  # a configured client's secret stays where it was configured
+        if pending.configured_client:  # a configured client's secret stays where it was configured
             kept = kept.model_copy(update={"client_secret": None})
         async with self.store.locked(timeout_s=self.timeout_s):
             self.store.write(kept)
