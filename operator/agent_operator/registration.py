@@ -46,6 +46,7 @@ def registration_document(agent: Agent, *, token: str) -> AgentRegistration:
         token=token,  # type: ignore[arg-type]  # pydantic makes the SecretStr
         aer_url=url("aer"),
         tool_url=url("tool"),
+        memory_url=url("memory") if agent.spec.components.memory.enabled else None,
         policy=agent.spec.tools,
         limits=agent.spec.limits,
         prices=agent.spec.pricing,  # spec.pricing, over the OE's own table (issue 33)
@@ -64,7 +65,7 @@ def render_registration(
     # The Agent's status as last written (conditions, bundle digest): the console's Agents page shows it.
     summary = status_summary(agent.status)
     document["status"] = summary.model_dump(mode="json", by_alias=True) if summary is not None else None
-    for empty in ("limits", "notify", "status"):
+    for empty in ("limits", "notify", "status", "memoryUrl"):
         if not document.get(empty):
             document.pop(empty, None)
     document["token"] = token  # the dump masks a SecretStr; the OE needs the value

@@ -63,7 +63,7 @@ for command in (
 add_target_flags(
     cli,
     skip={"dev", "completion", "connectors compile", "connectors scaffold", "connectors regenerate",
-          "connectors bundle", "knowledge add", "knowledge list", "knowledge forget"},
+          "connectors bundle"},
 )  # fmt: skip
 
 

@@ -187,6 +187,13 @@ class OEClient:
         path = f"/api/v1/projects/{namespace}/agents/{name}/connectors/{connector}/test"
         return dict(self._send("POST", path, what=f"connector {connector} of agent {agent}"))
 
+    def knowledge_documents(self, method: str, *, agent: str, **kwargs: Any) -> dict[str, Any]:
+        """An Agent's knowledge documents (POST adds one, GET lists, DELETE forgets `params.source`)."""
+        namespace, name = agent.split("/", 1)
+        path = f"/api/v1/projects/{namespace}/agents/{name}/knowledge/documents"
+        # An ingest embeds the whole document before it is answered.
+        return dict(self._send(method, path, what=f"knowledge of agent {agent}", timeout=300, **kwargs))
+
     def events(
         self, execution_id: str, *, after: int = 0, idle_timeout: float | None = None
     ) -> Iterator[dict[str, Any]]:

@@ -1,9 +1,9 @@
-"""`agentengine knowledge add|list|forget`: an Agent's knowledge base, straight to its Memory server.
+"""`agentengine knowledge add|list|forget`: an Agent's knowledge base.
 
-The Memory server is reached at `--memory-url` (e.g. after `kubectl port-forward svc/<agent>-memory 8081`)
-with the Agent's runtime token (`--token-file`, e.g. the `token` key of the `<agent>-runtime-token`
-Secret). The OE's client API does not forward knowledge yet (docs/knowledge.md). Nothing here prints the
-token.
+By default through the OE's client API (`-a AGENT`, with the target flags and the caller's own token), which
+checks the caller's right on the Agent and forwards to its Memory server (servers/oe_knowledge.py). With
+`--memory-url` it goes straight to a Memory server (e.g. after `kubectl port-forward svc/<agent>-memory
+8081`) with the Agent's runtime token (`--token-file`). Nothing here prints a token.
 """
 
 from __future__ import annotations
@@ -53,8 +53,23 @@ def _problem(detail: Any) -> str:
     return str(detail)
 
 
-def _call(ctx: click.Context, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-    url, token = ctx.obj["knowledge"]
+def _call(ctx: click.Context, agent: str | None, method: str, **kwargs: Any) -> dict[str, Any]:
+    direct = ctx.meta.get("knowledge.direct")
+    if direct is None:
+        if not agent:
+            raise CliError(
+                "name the Agent with -a/--agent NAME (or NAMESPACE/NAME), or pass --memory-url to reach a "
+                "Memory server directly",
+                exit_code=USAGE,
+            )
+        from agent_runtime.cli.executions import agent_ref
+        from agent_runtime.cli.session import open_client
+
+        client, where = open_client(ctx)
+        with client:
+            return client.knowledge_documents(method, agent=agent_ref(agent, where.namespace), **kwargs)
+    url, token = direct
+    path = "/knowledge/documents"
     try:
         response = httpx.request(
             method, url + path, headers={"authorization": f"Bearer {token}"}, timeout=300, **kwargs
@@ -83,24 +98,39 @@ def _call(ctx: click.Context, method: str, path: str, **kwargs: Any) -> dict[str
 
 @click.group()
 @click.option(
-    "--memory-url", metavar="URL", envvar=MEMORY_URL_ENV, help=f"the Memory server (or ${MEMORY_URL_ENV})"
+    "--memory-url",
+    metavar="URL",
+    envvar=MEMORY_URL_ENV,
+    help=f"a Memory server to reach directly, not through the OE (or ${MEMORY_URL_ENV})",
 )
 @click.option(
-    "--token-file", metavar="PATH", envvar=TOKEN_FILE_ENV, help=f"the runtime token (or ${TOKEN_FILE_ENV})"
+    "--token-file",
+    metavar="PATH",
+    envvar=TOKEN_FILE_ENV,
+    help=f"with --memory-url: the Agent's runtime token (or ${TOKEN_FILE_ENV})",
 )
 @click.pass_context
 def knowledge(ctx: click.Context, memory_url: str | None, token_file: str | None) -> None:
-    """An Agent's knowledge base in its Memory server: add documents, list and forget them."""
-    if not memory_url or not memory_url.startswith(("http://", "https://")):
+    """An Agent's knowledge base: add documents, list and forget them (through the OE by default)."""
+    if not memory_url:
+        return
+    if not memory_url.startswith(("http://", "https://")):
         raise CliError(
             f"--memory-url (or ${MEMORY_URL_ENV}) must be the Memory server's http(s) URL, e.g. "
             "http://127.0.0.1:8081 after kubectl port-forward svc/<agent>-memory 8081",
             exit_code=USAGE,
         )
-    ctx.obj = {"knowledge": (memory_url.rstrip("/"), _token(token_file))}
+    ctx.meta["knowledge.direct"] = (memory_url.rstrip("/"), _token(token_file))
+
+
+def _agent_option(command: Any) -> Any:
+    return click.option(
+        "-a", "--agent", help="the Agent (NAME or NAMESPACE/NAME), through the OE; not with --memory-url"
+    )(command)
 
 
 @knowledge.command()
+@_agent_option
 @click.argument("files", nargs=-1, required=True)
 @click.option("--source", help="the document's source name (one file only; default: the file's name)")
 @click.option("--title", help="the title each chunk is headed with (default: the file's name)")
@@ -110,6 +140,7 @@ def knowledge(ctx: click.Context, memory_url: str | None, token_file: str | None
 @click.pass_context
 def add(
     ctx: click.Context,
+    agent: str | None,
     files: tuple[str, ...],
     source: str | None,
     title: str | None,
@@ -145,7 +176,7 @@ def add(
             "content_type": content_type or TYPES.get(Path(name).suffix.lower(), "text"),
             "metadata": {"origin": "cli", **metadata},
         }
-        answers.append(_call(ctx, "POST", "/knowledge/documents", content=json.dumps(body)))
+        answers.append(_call(ctx, agent, "POST", content=json.dumps(body)))
     columns = (
         ("SOURCE", lambda row: row.get("source")),
         ("STATUS", lambda row: row.get("status")),
@@ -156,18 +187,20 @@ def add(
 
 
 @knowledge.command(name="list")
+@_agent_option
 @output_option
 @click.pass_context
-def list_sources(ctx: click.Context, output: str) -> None:
+def list_sources(ctx: click.Context, agent: str | None, output: str) -> None:
     """The documents in the knowledge base."""
-    body = _call(ctx, "GET", "/knowledge/documents", params={"limit": 1000})
+    body = _call(ctx, agent, "GET", params={"limit": 1000})
     emit(body, output=output, rows=list(body.get("sources", [])), columns=SOURCE_COLUMNS)
 
 
 @knowledge.command()
+@_agent_option
 @click.argument("source")
 @click.pass_context
-def forget(ctx: click.Context, source: str) -> None:
+def forget(ctx: click.Context, agent: str | None, source: str) -> None:
     """Remove a document and its chunks."""
-    body = _call(ctx, "DELETE", "/knowledge/documents", params={"source": source})
+    body = _call(ctx, agent, "DELETE", params={"source": source})
     click.echo(f"{source}: {body.get('removed', 0)} chunks removed")

@@ -73,6 +73,10 @@ CANCEL = Permission("create", "cancel")
 INTERRUPT = Permission("create", "interrupt")
 # A read-only memory statement for one user of an Agent, outside any execution (a data export).
 MEMORY_EXPORT = Permission("create", "memoryexport")
+# An Agent's knowledge base (servers/oe_knowledge.py): writing it changes what the Agent answers, as editing
+# its spec does, so it takes `update` on the Agent itself (Kubernetes' edit and admin roles); a list, `get`.
+KNOWLEDGE_WRITE = Permission("update", "")
+KNOWLEDGE_READ = Permission("get", "")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ _REVIEWS = re.compile(r"^/api/v1/projects/[^/]+/reviews$")
 _MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export-token$")
 # LangGraph threads (servers/oe_threads.py): the handler checks the Agent's right itself.
 _SESSIONS = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/sessions(/[^/]+/(messages|state))?$")
+_KNOWLEDGE = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/knowledge/documents$")
 _CONNECTOR_TEST = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/connectors/[^/]+/test$")
 # An Agent's A2A server (servers/a2a.py): its card and its JSON-RPC endpoint; each method checks its verb.
 _A2A = re.compile(r"^/a2a/[^/]+/[^/]+/?$")
@@ -152,6 +157,8 @@ def route_need(method: str, path: str) -> RouteNeed | None:
         return RouteNeed("agent", APPROVE)
     if method == "POST" and _MEMORY_EXPORT.match(path):
         return RouteNeed("agent", MEMORY_EXPORT)
+    if _KNOWLEDGE.match(path) and method in ("POST", "DELETE", "GET"):
+        return RouteNeed("agent", KNOWLEDGE_READ if method == "GET" else KNOWLEDGE_WRITE)
     if method == "POST" and _CONNECTOR_TEST.match(path):
         # A connector's test reaches its provider with the Agent's credential: the right to invoke it.
         return RouteNeed("agent", INVOKE)

@@ -44,6 +44,8 @@ class AgentRegistration(BaseModel):
     token: SecretStr
     aer_url: str = Field(pattern=r"^https?://")
     tool_url: str = Field(pattern=r"^https?://")
+    # The Agent's Memory server (spec.components.memory), for the client API's knowledge routes; None: none.
+    memory_url: str | None = Field(default=None, pattern=r"^https?://")
     policy: ToolPolicy = ToolPolicy()
     tools: tuple[ToolEntry, ...] = ()
     # The Agent's own model prices (spec.pricing), over the OE's table (agent_runtime.oe.usage).
@@ -59,10 +61,10 @@ class AgentRegistration(BaseModel):
     # The OE's signer (set by the Registry): calls to this Agent's runtimes carry a statement of it.
     _signer: StatementSigner | None = PrivateAttr(default=None)
 
-    @field_validator("aer_url", "tool_url")
+    @field_validator("aer_url", "tool_url", "memory_url")
     @classmethod
-    def _no_trailing_slash(cls, value: str) -> str:
-        return value.rstrip("/")
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value is not None else None
 
     @model_validator(mode="after")
     def _conditions_compile(self) -> AgentRegistration:

@@ -82,7 +82,7 @@ from agent_runtime.protocol import (
     ToolExecuteRequest,
     ToolResultRequest,
 )
-from agent_runtime.servers import connector_test
+from agent_runtime.servers import connector_test, oe_knowledge
 from agent_runtime.servers.a2a import a2a_routes
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH, list_connector_types
 from agent_runtime.servers.health import Readiness, health_routes
@@ -654,6 +654,7 @@ def build_oe_app(
             methods=["POST"],
         ),
         connector_test.oe_route(engine, client_guard, may_invoke=may_invoke),
+        *oe_knowledge.knowledge_routes(engine, client_guard, require=lambda r, a: require(_caller(r), a)),
         Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
         Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
         Route(OE_GRAPH_STREAM_PATH, runtime_guard(graph_stream), methods=["POST"]),

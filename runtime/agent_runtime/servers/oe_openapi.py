@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import models_json_schema
 
+from agent_runtime.memory.knowledge_wire import IngestAnswer, IngestBody, SourcesAnswer
 from agent_runtime.protocol import (
     ExecutionState,
     InvokeRequest,
@@ -27,6 +28,7 @@ from agent_runtime.protocol import (
 from agent_runtime.servers.connector_test import OE_CONNECTOR_TEST_PATH, ConnectorTestAnswer
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH
 from agent_runtime.servers.oe_drains import InterruptBody
+from agent_runtime.servers.oe_knowledge import OE_KNOWLEDGE_PATH
 from agent_runtime.servers.thread_http import ThreadUpdate
 
 OPENAPI_PATH = "/openapi.json"
@@ -35,6 +37,12 @@ REF = "#/components/schemas/{model}"
 
 class _View(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class KnowledgeRemoved(_View):
+    """DELETE of a knowledge document: how many of its chunks were removed (0: it was not there)."""
+
+    removed: int
 
 
 class Problem(BaseModel):
@@ -420,6 +428,46 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(401, 403, 404, 502),
     ),
     Operation(
+        "post",
+        OE_KNOWLEDGE_PATH,
+        "addKnowledgeDocument",
+        "Add or replace a document in the Agent's knowledge base (forwarded to its Memory server)",
+        "agents update",
+        {201: IngestAnswer, 200: IngestAnswer},
+        IngestBody,
+        params=(_PROJECT, _AGENT),
+        errors=(400, 401, 403, 404, 413, 502),
+    ),
+    Operation(
+        "get",
+        OE_KNOWLEDGE_PATH,
+        "listKnowledgeDocuments",
+        "The documents in the Agent's knowledge base",
+        "agents get",
+        {200: SourcesAnswer},
+        params=(
+            _PROJECT,
+            _AGENT,
+            Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
+            Query("offset", {"type": "integer", "minimum": 0}, "documents to skip"),
+        ),
+        errors=(400, 401, 403, 404, 502),
+    ),
+    Operation(
+        "delete",
+        OE_KNOWLEDGE_PATH,
+        "forgetKnowledgeDocument",
+        "Remove a document and its chunks from the Agent's knowledge base",
+        "agents update",
+        {200: KnowledgeRemoved},
+        params=(
+            _PROJECT,
+            _AGENT,
+            Query("source", {"type": "string", "minLength": 1}, "the document's source", "query", True),
+        ),
+        errors=(400, 401, 403, 404, 502),
+    ),
+    Operation(
         "get",
         CONNECTOR_TYPES_PATH,
         "listConnectorTypes",
@@ -437,7 +485,7 @@ _ERRORS: dict[int, tuple[type[BaseModel], str]] = {
     404: (ErrorAnswer, "no such execution, Agent or connector (or not readable by the caller)"),
     409: (ErrorAnswer, "the execution is not in a state that allows this"),
     413: (BadRequest, "the body is too large"),
-    502: (ErrorAnswer, "the Agent's Tool Pod could not be asked"),
+    502: (ErrorAnswer, "the Agent's Tool Pod (or, for knowledge, its Memory server) could not be asked"),
 }
 
 
