@@ -81,7 +81,14 @@ def redirect_of(authorization_url: str) -> str:
 def test_consent_through_the_console_is_kept_for_the_tool_pod(
     console: Console, peer: OAuthPeer, platform: Platform, tokens_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    begin(console, agent=AGENT, url=peer.url)
+    # From the Agents page: its card links to the form for that Agent.
+    console.ready("/console/agents")
+    console.page.click(f"article[data-agent='{AGENT}'] a.consent-link")
+    console.page.wait_for_selector("#consent-url", timeout=15_000)
+    assert console.page.input_value("#consent-agent") == AGENT
+    console.page.fill("#consent-connector", NAME)
+    console.page.fill("#consent-url", peer.url)
+    console.page.click("#consent-start")
     href = authorization_link(console)
     assert "code_challenge_method=S256" in href and "resource=" in href and "code_verifier" not in href
     console.page.click("#consent-continue")

@@ -931,7 +931,8 @@
             el("h3", { text: "Tools" }),
             agent.tools_listed_by_aer ? null : el("p", { class: "hint", text: "The AER did not list its tools just now: the registration's are shown." }),
             el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "Tool" }), el("th", { text: "Runs" }), el("th", { text: "Description" }))), el("tbody", {}, ...rows))),
-            ...agentStatus(agent.status)
+            ...agentStatus(agent.status),
+            el("p", {}, el("a", { class: "consent-link", href: `/console/connectors/consent?agent=${encodeURIComponent(agent.agent)}`, text: "Give an MCP connector of this Agent your OAuth consent" }))
           )
         );
       }
