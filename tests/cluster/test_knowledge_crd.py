@@ -29,6 +29,8 @@ def _agent(name: str, knowledge: list[dict[str, str]]) -> dict[str, object]:
         ),
         ([{"name": "kb"}], "exactly one of configMapName or secretName"),
         ([{"name": "Bad_Name", "configMapName": "a"}], "spec.knowledge[0].name"),
+        # knowledge-<name> is the Tool Pod's volume name, which Kubernetes caps at 63 characters.
+        ([{"name": "k" * 54, "configMapName": "a"}], "spec.knowledge[0].name"),
         ([{"name": "kb", "configMapName": "a"}, {"name": "kb", "secretName": "b"}], "Duplicate value"),
     ],
 )

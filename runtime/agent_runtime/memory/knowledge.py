@@ -106,16 +106,24 @@ class KnowledgeService:
         self._lexical: LexicalIndex | None = None
         self._lexical_at = 0.0
         self._lexical_lock = asyncio.Lock()
+        self._writes = 0  # this process's writes so far: an index read before one is not kept as fresh
+
+    def _wrote(self) -> None:
+        self._lexical = None
+        self._writes += 1
 
     async def _lexical_index(self) -> LexicalIndex:
         async with self._lexical_lock:
-            if self._lexical is None or time.monotonic() - self._lexical_at > LEXICAL_MAX_AGE_S:
-                records = await self.store.list_records(
-                    self.partition, NamespaceSelector(CHUNKS), limit=LEXICAL_MAX_CHUNKS
-                )
-                self._lexical = LexicalIndex((r.id, r.content, r.metadata) for r in records)
-                self._lexical_at = time.monotonic()
-            return self._lexical
+            if self._lexical is not None and time.monotonic() - self._lexical_at <= LEXICAL_MAX_AGE_S:
+                return self._lexical
+            writes = self._writes
+            records = await self.store.list_records(
+                self.partition, NamespaceSelector(CHUNKS), limit=LEXICAL_MAX_CHUNKS
+            )
+            index = LexicalIndex((r.id, r.content, r.metadata) for r in records)
+            if writes == self._writes:  # a write while the records were read: use this one, keep none
+                self._lexical, self._lexical_at = index, time.monotonic()
+            return index
 
     def _lock(self, source: str) -> asyncio.Lock:
         lock = self._locks.get(source)
@@ -181,7 +189,7 @@ class KnowledgeService:
             kept = set(new_ids)
             stale = [record_id for record_id in old_ids if record_id not in kept]
             removed = await self.store.delete(self.partition, CHUNKS, stale) if stale else 0
-            self._lexical = None
+            self._wrote()
         return IngestAnswer(
             source=body.source,
             digest=digest,
@@ -243,7 +251,7 @@ class KnowledgeService:
                 self.partition, CHUNKS, list(manifest.metadata.get("chunk_ids", []))
             )
             await self.store.delete(self.partition, SOURCES, [manifest.id])
-            self._lexical = None
+            self._wrote()
         return removed
 
     async def search(self, body: KnowledgeSearchBody) -> list[ChunkView]:

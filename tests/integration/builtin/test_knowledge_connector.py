@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,11 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agent_runtime.connectors import build_bundle, write_bundle
+from agent_runtime.connectors.builtin.knowledge import MAX_URL_BYTES
 from agent_runtime.connectors.builtin.registry import create_connector, materialize_builtin
 from agent_runtime.connectors.framework import BuiltinConnector, BuiltinToolError, ConnectorConfigError
 from tests.conftest import REPO_ROOT, Process
@@ -85,6 +87,18 @@ def test_config_is_checked_by_field() -> None:
     assert create_connector(defs).egress(defs.config) == [("127.0.0.1", 8)]
 
 
+async def _search_until(
+    conn: BuiltinConnector, arguments: dict[str, Any], seen: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """`knowledge.search` again until `seen(result)` (a background refresh has landed), for up to 20 s."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = await conn.execute("knowledge.search", arguments, env={})
+        if seen(found) or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)
+
+
 def test_sync_search_get_change_and_removal(tmp_path: Path, spawn: Callable[..., Process], page: str) -> None:
     memory = start_memory(spawn, tmp_path, app_id="team-a.kb")
     mount = knowledge_dir(tmp_path)
@@ -112,11 +126,14 @@ def test_sync_search_get_change_and_removal(tmp_path: Path, spawn: Callable[...,
                 await conn.execute("knowledge.search", {"query": "x", "filter": {"a": {"$regex": 1}}}, env={})
             assert bad.value.category == "invalid_arguments" and "filter" in bad.value.explanation
 
-            # The ConfigMap changes: the runbook's new content replaces its old chunks.
+            # The ConfigMap changes: the runbook's new content replaces its old chunks. A refresh runs behind
+            # the calls (only the first sync is waited for), so the change shows on a later call.
             (mount / "..data").resolve().joinpath("runbook.md").write_text(RUNBOOK.replace("fifteen", "five"))
             await asyncio.sleep(1.1)
-            found = await conn.execute(
-                "knowledge.search", {"query": "how fast must on-call acknowledge", "top_k": 10}, env={}
+            found = await _search_until(
+                conn,
+                {"query": "how fast must on-call acknowledge", "top_k": 10},
+                lambda found: any("five minutes" in r["text"] for r in found["results"]),
             )
             runbook = [r for r in found["results"] if r["source"] == "file:knowledge/runbook.md"]
             assert runbook and all("fifteen" not in r["text"] for r in runbook)
@@ -127,14 +144,50 @@ def test_sync_search_get_change_and_removal(tmp_path: Path, spawn: Callable[...,
             # The file is removed: its chunks are forgotten; the page stays.
             (mount / "runbook.md").unlink()
             await asyncio.sleep(1.1)
-            found = await conn.execute(
-                "knowledge.search", {"query": "on-call acknowledge", "top_k": 10}, env={}
+            found = await _search_until(
+                conn,
+                {"query": "on-call acknowledge", "top_k": 10},
+                lambda found: all(r["source"] == page for r in found["results"]),
             )
             assert {r["source"] for r in found["results"]} == {page}
         finally:
             await conn.aclose()
 
     asyncio.run(go())
+
+
+def test_an_endless_url_is_read_only_up_to_its_bound(
+    tmp_path: Path, spawn: Callable[..., Process], page: str
+) -> None:
+    """A URL whose body never ends is cut at MAX_URL_BYTES while it streams (read whole first, the sync
+    would never end), not indexed; the other documents are."""
+    sent = {"bytes": 0}
+
+    async def endless(request: Request) -> Response:
+        async def body() -> Any:
+            while not await request.is_disconnected():
+                sent["bytes"] += 65536
+                yield b"x" * 65536
+
+        return StreamingResponse(body(), media_type="text/plain")
+
+    memory = start_memory(spawn, tmp_path, app_id="team-a.kb")
+    with running_app(Starlette(routes=[Route("/endless", endless)])) as url:
+        defs = materialize_builtin(
+            name="handbook", type_name="knowledge", config={"urls": [f"{url}/endless", page]}
+        )
+        conn = create_connector(defs)
+        conn._env = {"AGENTIC_MEMORY_URL": memory.base_url, "RUNTIME_TOKEN": memory.token}
+
+        async def go() -> dict[str, Any]:
+            try:
+                return await conn.execute("knowledge.search", {"query": "office", "top_k": 10}, env={})
+            finally:
+                await conn.aclose()
+
+        found = asyncio.run(go())
+    assert {r["source"] for r in found["results"]} == {page}
+    assert sent["bytes"] > MAX_URL_BYTES  # it was read up to the bound, then let go
 
 
 def test_an_unreachable_memory_server_is_a_connection_error(tmp_path: Path, page: str) -> None:

@@ -169,15 +169,27 @@ class KnowledgeConnector(BuiltinConnector):
 
     async def _fetch(self, http: httpx.AsyncClient, url: str) -> tuple[str, str, str] | None:
         try:
-            response = await http.get(url, follow_redirects=False)
+            # Streamed and cut at the bound: a large or endless body must not be held whole first.
+            async with http.stream("GET", url, follow_redirects=False) as response:
+                body = bytearray()
+                if response.status_code == 200:
+                    async for piece in response.aiter_bytes():
+                        body += piece
+                        if len(body) > MAX_URL_BYTES:
+                            break
         except httpx.HTTPError as exc:
             logger.warning("knowledge URL %s not fetched: %s", host_port(url)[0], type(exc).__name__)
             return None
-        if response.status_code != 200 or len(response.content) > MAX_URL_BYTES:
-            logger.warning("knowledge URL %s not indexed: status %d", host_port(url)[0], response.status_code)
+        if response.status_code != 200 or len(body) > MAX_URL_BYTES:
+            logger.warning(
+                "knowledge URL %s not indexed: status %d, %s bytes",
+                host_port(url)[0],
+                response.status_code,
+                f"over {MAX_URL_BYTES}" if len(body) > MAX_URL_BYTES else len(body),
+            )
             return None
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        text = response.text
+        text = bytes(body).decode(response.encoding or "utf-8", errors="replace")  # the response's charset
         if media == "text/html":
             text, content_type = html_text(text), "text"
         else:
@@ -247,6 +259,8 @@ class KnowledgeConnector(BuiltinConnector):
             if not self._due():
                 return False
             self._sync_task = asyncio.create_task(self.sync())
+        if self._synced_at is not None:
+            return False  # a refresh runs behind the calls: only the first sync is waited for
         try:
             await asyncio.wait_for(asyncio.shield(self._sync_task), timeout=float(self.config["sync_wait_s"]))
         except TimeoutError:
