@@ -5,8 +5,9 @@ forgetting a document changes what the Agent answers, as editing its spec does, 
 Agent itself (`agents`, the verb of Kubernetes' `edit` and `admin` roles), not the invoker's right. Listing
 needs `get` on the Agent. The OE reaches the Memory server at the registration's `memoryUrl` with the Agent's
 runtime token (the one the Memory server's knowledge routes take); it sends no user statement, since
-knowledge belongs to the Agent. A Memory server the OE cannot reach, or one that refuses the OE, is a 502
-naming it. Nothing here logs or returns a token or a document's text.
+knowledge belongs to the Agent. An Agent without a Memory server is a 409; a Memory server the OE cannot
+reach, or one that refuses the OE, is a 502 naming it. Nothing here logs or returns a token or a
+document's text.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def _bad_gateway(agent: str, url: str, why: str) -> JSONResponse:
 async def _forward(reg: AgentRegistration, method: str, **kwargs: Any) -> Response:
     """One call to the Agent's Memory server; its 2xx and 4xx answers pass through as they are."""
     if reg.memory_url is None:
+        # The Agent's own state, not a failing peer: a 409, as a request its object's state refuses.
         return _refusal(
-            502,
+            409,
             "memory_server_unknown",
             f"Agent {reg.agent} has no Memory server this OE knows of (its registration names no memoryUrl); "
             "enable spec.components.memory on the Agent",

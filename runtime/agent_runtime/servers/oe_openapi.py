@@ -436,7 +436,7 @@ OPERATIONS: tuple[Operation, ...] = (
         {201: IngestAnswer, 200: IngestAnswer},
         IngestBody,
         params=(_PROJECT, _AGENT),
-        errors=(400, 401, 403, 404, 413, 502),
+        errors=(400, 401, 403, 404, 409, 413, 502),
     ),
     Operation(
         "get",
@@ -451,7 +451,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "page size"),
             Query("offset", {"type": "integer", "minimum": 0}, "documents to skip"),
         ),
-        errors=(400, 401, 403, 404, 502),
+        errors=(400, 401, 403, 404, 409, 502),
     ),
     Operation(
         "delete",
@@ -465,7 +465,7 @@ OPERATIONS: tuple[Operation, ...] = (
             _AGENT,
             Query("source", {"type": "string", "minLength": 1}, "the document's source", "query", True),
         ),
-        errors=(400, 401, 403, 404, 502),
+        errors=(400, 401, 403, 404, 409, 502),
     ),
     Operation(
         "get",

@@ -176,7 +176,7 @@ def test_bad_input_and_unreachable_memory_servers_are_named(setup: Setup) -> Non
         unknown = client.post(PATH.format(ns="team-a", name="kb"), json={"source": "x.md", "txt": "a"})
         assert unknown.status_code == 400 and {p["field"] for p in unknown.json()["detail"]} >= {"txt"}
         nomem = client.post(PATH.format(ns="team-a", name="nomem"), json={"source": "x.md", "text": "a"})
-        assert nomem.status_code == 502 and nomem.json()["error"] == "memory_server_unknown"
+        assert nomem.status_code == 409 and nomem.json()["error"] == "memory_server_unknown"
         assert "spec.components.memory" in nomem.json()["detail"]
         gone = client.get(PATH.format(ns="team-a", name="gone"))
         assert gone.status_code == 502 and gone.json()["error"] == "memory_server_unreachable"
