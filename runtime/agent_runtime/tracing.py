@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -38,6 +38,9 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.span import TraceState
+
+if TYPE_CHECKING:
+    from agent_runtime.light_spans import LightTracer
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +152,16 @@ def tracer() -> trace.Tracer:
     cached = _state.get("tracer")
     if cached is None:
         cached = _state["tracer"] = trace.get_tracer(TRACER_NAME)
+    return cached  # type: ignore[no-any-return]
+
+
+def light_tracer() -> LightTracer:
+    """The tracer of the hot paths' spans (a step, a model call, a provider request): `light_spans`."""
+    cached = _state.get("light_tracer")
+    if cached is None:
+        from agent_runtime.light_spans import LightTracer  # the SDK's: imported once tracing is on
+
+        cached = _state["light_tracer"] = LightTracer(tracer())  # type: ignore[arg-type]
     return cached  # type: ignore[no-any-return]
 
 
@@ -276,12 +289,18 @@ def model_call_span(name: str, *, attributes: Mapping[str, Any]) -> Iterator[tra
     of a span of its own, which would say the same again and cost the turn a span. A retry's request is a
     span of its own under it.
     """
-    with tracer().start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes) as span:
-        token = _WAITING_CALL_SPAN.set([span])
-        try:
-            yield span
-        finally:
-            _WAITING_CALL_SPAN.reset(token)
+    span = light_tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+    context_token = otel_context.attach(trace.set_span_in_context(span))
+    token = _WAITING_CALL_SPAN.set([span])
+    try:
+        yield span
+    except BaseException as exc:  # the type only: an exception's message may quote a call's arguments
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        _WAITING_CALL_SPAN.reset(token)
+        otel_context.detach(context_token)
+        span.end()
 
 
 def start_client_span(method: str, *, host: str, port: int, path: str) -> tuple[trace.Span, bool]:
@@ -305,7 +324,7 @@ def start_client_span(method: str, *, host: str, port: int, path: str) -> tuple[
         span = waiting.pop()
         span.set_attributes(attributes)
         return span, False
-    return tracer().start_span(f"{method} {host}", kind=SpanKind.CLIENT, attributes=attributes), True
+    return light_tracer().start_span(f"{method} {host}", kind=SpanKind.CLIENT, attributes=attributes), True
 
 
 def inject_span(span: trace.Span, headers: MutableMapping[str, str]) -> None:

@@ -109,7 +109,7 @@ def step(*, step: int, tool: str, llm_id: str | None, is_llm: bool) -> Iterator[
     attributes["agent.tool" if is_llm else "gen_ai.tool.name"] = tool  # a model step's llm id: its name
     name = f"{operation} {llm_id or 'default'}" if is_llm else f"{operation} {tool}"
     # start_span and attach by hand: the SDK's start_as_current_span wraps this in two more context managers.
-    span = tracing.tracer().start_span(name, attributes=attributes)
+    span = tracing.light_tracer().start_span(name, attributes=attributes)
     token = otel_context.attach(trace.set_span_in_context(span))
     try:
         yield
