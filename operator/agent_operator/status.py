@@ -32,6 +32,11 @@ class DeploymentState:
     generation: int
     observed_generation: int
     applied_hash: str
+    # Pods of any ReplicaSet not yet told to stop, and pods told to stop that still run (status.replicas and
+    # status.terminatingReplicas, the latter beta and on by default since 1.35): a replaced AER still
+    # answers the connections kept open to it, with its old environment, until it is gone.
+    current_pods: int = 0
+    terminating_pods: int = 0
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> DeploymentState:
@@ -45,6 +50,8 @@ class DeploymentState:
             generation=int(meta.get("generation") or 0),
             observed_generation=int(status.get("observedGeneration") or 0),
             applied_hash=(meta.get("annotations") or {}).get(APPLIED_HASH, ""),
+            current_pods=int(status.get("replicas") or 0),
+            terminating_pods=int(status.get("terminatingReplicas") or 0),
         )
 
 
@@ -79,6 +86,15 @@ def _component_condition(
             "RolloutInProgress",
             f"{component}: {state.updated_replicas}/{state.replicas} pods updated, "
             f"{state.available_replicas} available",
+        )
+    replaced = max(state.current_pods - state.replicas, 0) + state.terminating_pods
+    if replaced:
+        return Condition(
+            kind,
+            "False",
+            "RolloutInProgress",
+            f"{component}: {state.available_replicas}/{state.replicas} pods available, "
+            f"{replaced} replaced pod{'s' if replaced != 1 else ''} still running",
         )
     return Condition(
         kind, "True", "Available", f"{component}: {state.available_replicas}/{state.replicas} pods available"

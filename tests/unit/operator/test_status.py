@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from agent_operator.inputs import InputProblem
 from agent_operator.reconcile import plan_agent
 from agent_operator.settings import RenderSettings
@@ -63,6 +65,39 @@ def test_not_ready_while_rolling_out_or_not_yet_updated() -> None:
     assert _cond(stale, "AERReady")["reason"] == "Updating"
     missing = _status({}, {"tool": _state("tool")})
     assert _cond(missing, "AERReady")["reason"] == "DeploymentMissing"
+
+
+def test_not_ready_while_a_replaced_pod_still_runs() -> None:
+    """A rollout that made every new pod available is not done while an old pod still answers."""
+    done = _state("aer")
+    cases = {
+        "an old pod not yet stopped": dataclasses.replace(done, current_pods=2),
+        "an old pod terminating": dataclasses.replace(done, current_pods=1, terminating_pods=1),
+    }
+    for case, aer in cases.items():
+        status = _status({}, {"aer": aer, "tool": _state("tool")})
+        assert _cond(status, "Ready")["status"] == "False", case
+        assert _cond(status, "AERReady")["reason"] == "RolloutInProgress", case
+        assert "1 replaced pod still running" in _cond(status, "AERReady")["message"], case
+    gone = _status({}, {"aer": dataclasses.replace(done, current_pods=1), "tool": _state("tool")})
+    assert _cond(gone, "Ready")["status"] == "True"
+
+
+def test_the_live_deployment_counts_replaced_pods() -> None:
+    body = {
+        "metadata": {"generation": 4, "annotations": {}},
+        "spec": {"replicas": 1},
+        "status": {
+            "observedGeneration": 4,
+            "replicas": 1,
+            "updatedReplicas": 1,
+            "availableReplicas": 1,
+            "terminatingReplicas": 1,
+        },
+    }
+    state = DeploymentState.from_body(body)
+    assert (state.current_pods, state.terminating_pods) == (1, 1)
+    assert DeploymentState.from_body({**body, "status": {"replicas": 1}}).terminating_pods == 0
 
 
 def test_unchanged_world_gives_identical_status_and_no_write() -> None:
