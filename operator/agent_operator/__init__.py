@@ -1,3 +1,3 @@
 """Agent Engine operator: reconciles Agent and Connector resources."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,3 +1,3 @@
 """Agent Engine runtime: one package, one image; RUNNER_MODE picks the component."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

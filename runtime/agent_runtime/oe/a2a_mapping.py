@@ -33,6 +33,7 @@ from a2a.types.a2a_pb2 import (
 )
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from agent_runtime import __version__
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.store.base import EventRecord, ExecutionRecord
 from agent_runtime.oe.views import review_view
@@ -235,7 +236,7 @@ def progress_update(event: EventRecord, *, context_id: str) -> TaskStatusUpdateE
 # -- the agent card -------------------------------------------------------------------------------------
 
 
-def agent_card(reg: AgentRegistration, *, url: str, version: str = "0.1.0") -> AgentCard:
+def agent_card(reg: AgentRegistration, *, url: str, version: str = __version__) -> AgentCard:
     """The Agent's card: its name, its tools as skills, the OE's bearer authentication, JSON-RPC at `url`."""
     namespace, name = reg.agent.split("/", 1)
     description = (

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from agent_runtime import __version__
 from agent_runtime.connectors.async_client import AioResponse, new_session, send
 from agent_runtime.connectors.classify import classify_tool_api_error
 from agent_runtime.connectors.framework import INVALID_ARGUMENTS, BuiltinToolError
@@ -49,7 +50,7 @@ MAX_TOOLS = 1000
 TOOL_ERROR = "tool_error"  # the tool ran and said it failed (`isError: true`): the model may act on it
 _EXPLANATION_LIMIT = 2000
 _ERROR_BODY_BYTES = 4096
-_CLIENT_INFO = {"name": "agent-engine", "version": "0.1.0"}
+_CLIENT_INFO = {"name": "agent-engine", "version": __version__}
 _JSONRPC_CATEGORY = {
     -32700: "client_error",  # parse error: what we sent
     -32600: "client_error",  # invalid request

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from agent_runtime import __version__
 from agent_runtime.connectors.mcp.oauth import (
     AUTHORIZATION_CODE,
     CLIENT_CREDENTIALS,
@@ -60,7 +61,7 @@ _PROBE = {
     "params": {
         "protocolVersion": "2025-11-25",
         "capabilities": {},
-        "clientInfo": {"name": "agent-engine", "version": "0.1.0"},
+        "clientInfo": {"name": "agent-engine", "version": __version__},
     },
 }
 _CALLBACK_PATH = "/callback"
