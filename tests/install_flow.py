@@ -509,10 +509,12 @@ def check_network_policies(kube: Kube, *, system_ns: str, app_ns: str) -> dict[s
     return seen
 
 
-def llm_peer_objects() -> list[dict[str, Any]]:
-    """The scripted model as a Deployment and Service of the app namespace (its code from a ConfigMap)."""
+def llm_peer_objects(script: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The scripted model as a Deployment and Service of the app namespace (its code from a ConfigMap);
+    `script` defaults to the journey's turns."""
     from tests.install_flow_cli import CLI_LLM_SCRIPT  # here: that module imports this one
 
+    turns = list(script) if script is not None else LLM_SCRIPT + CLI_LLM_SCRIPT
     labels = {"app.kubernetes.io/name": LLM_PEER}
     source = (REPO_ROOT / "tests" / "providers" / "llm_peer.py").read_text()
     return [
@@ -520,7 +522,7 @@ def llm_peer_objects() -> list[dict[str, Any]]:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": LLM_PEER},
-            "data": {"llm_peer.py": source, "script.json": json.dumps(LLM_SCRIPT + CLI_LLM_SCRIPT)},
+            "data": {"llm_peer.py": source, "script.json": json.dumps(turns)},
         },
         {
             "apiVersion": "v1",
@@ -572,6 +574,26 @@ def llm_peer_objects() -> list[dict[str, Any]]:
             "spec": {"selector": labels, "ports": [{"name": "http", "port": 8080, "targetPort": "http"}]},
         },
     ]
+
+
+def use_llm_peer(kube: Kube, *, app_ns: str, script: Sequence[Mapping[str, Any]] | None = None) -> None:
+    """Run the scripted model in `app_ns` and point the example Agent's model at it."""
+    items = llm_peer_objects(script)
+    kube.kubectl(
+        "apply", "--namespace", app_ns, "-f", "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )  # fmt: skip
+    rollout(kube, namespace=app_ns, deployment=LLM_PEER)
+    llm = {
+        "baseUrl": f"http://{LLM_PEER}.{app_ns}.svc.cluster.local:8080/v1",
+        "model": "journey-model",
+        "credentials": [{"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm-key", "key": "key"}}],
+    }
+    kube.kubectl(
+        "patch", "agent", EXAMPLE_AGENT, "--namespace", app_ns, "--type=merge",
+        "-p", json.dumps({"spec": {"llm": llm}}),
+    )  # fmt: skip
+    wait_agent_generation_ready(kube, namespace=app_ns, agent=EXAMPLE_AGENT)
 
 
 def wait_agent_generation_ready(kube: Kube, *, namespace: str, agent: str, timeout: float = 240.0) -> None:
@@ -634,6 +656,58 @@ def client_identity(
     ).strip()
 
 
+RESUME_PATH = "/api/v1/projects/{ns}/executions/{execution}/resume"
+SETTLED = ("suspended", "completed", "failed", "cancelled")
+
+
+def start_execution(client: httpx.Client, *, app_ns: str, agent: str = EXAMPLE_AGENT) -> str:
+    started = client.post("/invoke", json={"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}})
+    assert started.status_code == 202, started.text
+    return started.json()["execution_id"]
+
+
+def settled_execution(client: httpx.Client, execution: str, *, timeout: float = 120) -> dict[str, Any]:
+    """The execution's view once it is held or final."""
+
+    def settled() -> dict[str, Any] | None:
+        view = client.get(f"/execution/{execution}").json()
+        return view if view["status"] in SETTLED else None
+
+    return eventually(f"execution {execution} settled", settled, timeout=timeout, interval=0.5)
+
+
+def approve_and_finish(
+    lead: httpx.Client, client: httpx.Client, *, app_ns: str, execution: str, notes: str
+) -> dict[str, Any]:
+    """Approve the held call as `lead`; the execution's view once it no longer runs."""
+    resumed = lead.post(
+        RESUME_PATH.format(ns=app_ns, execution=execution),
+        json={"decision": "approved", "reviewer_notes": notes},
+    )
+    assert resumed.status_code == 202, resumed.text
+    return eventually(
+        f"execution {execution} finished",
+        lambda: (v := client.get(f"/execution/{execution}").json())["status"] != "running" and v,
+        timeout=120,
+        interval=0.5,
+    )
+
+
+@contextlib.contextmanager
+def oe_clients(kube: Kube, *, system_ns: str, tokens: Sequence[str]) -> Iterator[list[httpx.Client]]:
+    """One client API client per token, through a port-forward to the OE's Service."""
+    with port_forward(kube, namespace=system_ns, service=OE_DEPLOYMENT, remote=8080) as base:
+        clients = [
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            for token in tokens
+        ]
+        try:
+            yield clients
+        finally:
+            for client in clients:
+                client.close()
+
+
 def invoke_through_oe(
     kube: Kube, *, system_ns: str, app_ns: str, agent: str = EXAMPLE_AGENT
 ) -> dict[str, Any]:
@@ -647,54 +721,33 @@ def invoke_through_oe(
         kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
         subresource="approve",
     )  # fmt: skip
-    resume_path = "/api/v1/projects/{ns}/executions/{execution}/resume"
-    with port_forward(kube, namespace=system_ns, service=OE_DEPLOYMENT, remote=8080) as base:
-        anonymous = httpx.Client(base_url=base, timeout=30)
-        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {invoker}"}, timeout=30)
-        lead = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {reviewer}"}, timeout=30)
-        with anonymous, client, lead:
-            # No token, or one the API server does not accept: 401, nothing started.
-            body = {"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}}
+    with oe_clients(kube, system_ns=system_ns, tokens=(invoker, reviewer)) as (client, lead):
+        # No token, or one the API server does not accept: 401, nothing started.
+        body = {"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}}
+        with httpx.Client(base_url=client.base_url, timeout=30) as anonymous:
             for headers in ({}, {"Authorization": "Bearer not-a-token"}):
                 refused = anonymous.post("/invoke", json=body, headers=headers)
                 assert refused.status_code == 401, refused.text
                 assert refused.headers.get("www-authenticate", "").startswith("Bearer"), refused.headers
-            started = client.post("/invoke", json=body)
-            assert started.status_code == 202, started.text
-            execution = started.json()["execution_id"]
-
-            def settled() -> dict[str, Any] | None:
-                view = client.get(f"/execution/{execution}").json()
-                return view if view["status"] in ("suspended", "completed", "failed", "cancelled") else None
-
-            view = eventually(f"execution {execution} settled", settled, timeout=120, interval=0.5)
-            assert view["status"] == "suspended", view
-            assert view["suspension"]["tool"] == "sign_message", view["suspension"]
-            invoked_by = view["invoked_by"]["username"]
-            assert invoked_by == f"system:serviceaccount:{app_ns}:{INVOKER}", view["invoked_by"]
-            # `edit` invokes but does not approve: the 403 names the ClusterRole that would grant it.
-            denied = client.post(
-                resume_path.format(ns=app_ns, execution=execution), json={"decision": "approved"}
-            )
-            assert denied.status_code == 403, denied.text
-            assert denied.json()["details"]["grantedBy"]["clusterRole"] == "agent-engine-reviewer", (
-                denied.text
-            )
-            resumed = lead.post(
-                resume_path.format(ns=app_ns, execution=execution),
-                json={"decision": "approved", "reviewer_notes": "approved by the install journey"},
-            )
-            assert resumed.status_code == 202, resumed.text
-            view = eventually(
-                f"execution {execution} completed",
-                lambda: (v := client.get(f"/execution/{execution}").json())["status"] != "running" and v,
-                timeout=120,
-                interval=0.5,
-            )
-            assert view["status"] == "completed", view
-            decided_by = view["reviews"][0]["decided_by"]["username"]
-            assert decided_by == f"system:serviceaccount:{app_ns}:{REVIEWER}", view["reviews"]
-            audit = client.get(f"/execution/{execution}/audit").json()["records"]
+        execution = start_execution(client, app_ns=app_ns, agent=agent)
+        view = settled_execution(client, execution)
+        assert view["status"] == "suspended", view
+        assert view["suspension"]["tool"] == "sign_message", view["suspension"]
+        invoked_by = view["invoked_by"]["username"]
+        assert invoked_by == f"system:serviceaccount:{app_ns}:{INVOKER}", view["invoked_by"]
+        # `edit` invokes but does not approve: the 403 names the ClusterRole that would grant it.
+        denied = client.post(
+            RESUME_PATH.format(ns=app_ns, execution=execution), json={"decision": "approved"}
+        )
+        assert denied.status_code == 403, denied.text
+        assert denied.json()["details"]["grantedBy"]["clusterRole"] == "agent-engine-reviewer", denied.text
+        view = approve_and_finish(
+            lead, client, app_ns=app_ns, execution=execution, notes="approved by the install journey"
+        )
+        assert view["status"] == "completed", view
+        decided_by = view["reviews"][0]["decided_by"]["username"]
+        assert decided_by == f"system:serviceaccount:{app_ns}:{REVIEWER}", view["reviews"]
+        audit = client.get(f"/execution/{execution}/audit").json()["records"]
     tools = {record.get("tool") for record in audit}
     assert {"word_count", "echo_getEcho", "sign_message"} <= tools, audit
     return {
@@ -769,25 +822,7 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
             wait_agent_ready(kube, namespace=app_ns, agent=name)
         call_tool_through_service(kube, namespace=app_ns, system_ns=system_ns, word="policed")
     with platform.step("example Agent invoked through the OE, approved, answered"):
-        kube.kubectl(
-            "apply",
-            "--namespace",
-            app_ns,
-            "-f",
-            "-",
-            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": llm_peer_objects()}),
-        )
-        rollout(kube, namespace=app_ns, deployment=LLM_PEER)
-        llm = {
-            "baseUrl": f"http://{LLM_PEER}.{app_ns}.svc.cluster.local:8080/v1",
-            "model": "journey-model",
-            "credentials": [{"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm-key", "key": "key"}}],
-        }
-        kube.kubectl(
-            "patch", "agent", EXAMPLE_AGENT, "--namespace", app_ns, "--type=merge",
-            "-p", json.dumps({"spec": {"llm": llm}}),
-        )  # fmt: skip
-        wait_agent_generation_ready(kube, namespace=app_ns, agent=EXAMPLE_AGENT)
+        use_llm_peer(kube, app_ns=app_ns)
         report["invocation"] = invoke_through_oe(kube, system_ns=system_ns, app_ns=app_ns)
     with platform.step("agentengine through the kubeconfig: follow, approve --edit, reject, cancel"):
         import tempfile
@@ -837,4 +872,149 @@ def run_journey(platform: Platform, *, system_ns: str = "agent-engine", app_ns: 
         kube.kubectl("delete", "pvc", "--namespace", system_ns, "--all", "--wait=false")
     report["timings"] = dict(platform.timings)
     print(f"[{platform.name}] journey timings (s): {json.dumps(platform.timings)}", file=sys.stderr)
+    return report
+
+
+# The previous release, the one the upgrade test starts from: its version and the last commit of main that
+# carried it (the commit before the version became 0.2.0).
+PREVIOUS_VERSION = "0.1.0"
+PREVIOUS_COMMIT = "9e28f0ee3a1a6e96a6114045d4c02e78783ba416"
+# Each execution of the upgrade asks the model once for the sensitive call (held), then the peer's brain
+# answers from the tool's result: the turns cannot be taken out of order by executions running at once.
+UPGRADE_EXECUTIONS = 4
+SIGN_TURN = {"tool_calls": [{"name": "sign_message", "args": {"message": "across an upgrade"}}]}
+
+
+def previous_image_refs() -> list[str]:
+    return [f"{repository}:{PREVIOUS_VERSION}" for repository in PROJECT_IMAGES]
+
+
+@contextlib.contextmanager
+def previous_release_tree(work: Path) -> Iterator[Path]:
+    """The previous release's source as a git worktree of this repository (removed afterwards)."""
+    tree = work / f"agent-engine-{PREVIOUS_VERSION}"
+    git = ["git", "-C", str(REPO_ROOT)]
+    added = subprocess.run(
+        [*git, "worktree", "add", "--detach", str(tree), PREVIOUS_COMMIT], capture_output=True, text=True
+    )
+    if added.returncode != 0:
+        raise StepFailed(
+            f"git worktree add {PREVIOUS_COMMIT} (release {PREVIOUS_VERSION}) failed: "
+            f"{added.stderr.strip()}; the upgrade test needs main's history (not a shallow clone)"
+        )
+    try:
+        assert f'version = "{PREVIOUS_VERSION}"' in (tree / "pyproject.toml").read_text(), PREVIOUS_COMMIT
+        yield tree
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(tree)], capture_output=True, check=False)
+
+
+def release_images(kube: Kube, *, namespace: str) -> dict[str, str]:
+    """The image of the operator's and the OE's Deployments."""
+    return {
+        name: kube.get_json("deployment", name, "--namespace", namespace)["spec"]["template"]["spec"][
+            "containers"
+        ][0]["image"]
+        for name in (OPERATOR_DEPLOYMENT, OE_DEPLOYMENT)
+    }
+
+
+def release_rolled_out(kube: Kube, *, namespace: str, version: str) -> dict[str, str]:
+    for deployment in (OPERATOR_DEPLOYMENT, OE_DEPLOYMENT):
+        rollout(kube, namespace=namespace, deployment=deployment)
+    images = release_images(kube, namespace=namespace)
+    assert all(image.endswith(f":{version}") for image in images.values()), (version, images)
+    return images
+
+
+def run_upgrade(
+    platform: Platform,
+    *,
+    previous: Path,
+    system_ns: str = "agent-engine-upgrade",
+    app_ns: str = "agent-apps-upgrade",
+) -> dict[str, Any]:
+    """The previous release installed with executions held and one in flight, `helm upgrade` to this
+    release (CRDs first), the held ones approved on it, `helm rollback`, the last one approved on the
+    previous release again. The previous release's images are on the nodes already (`previous_image_refs`)."""
+    kube = platform.kube
+    report: dict[str, Any] = {"from": PREVIOUS_VERSION, "to": VERSION, "commit": PREVIOUS_COMMIT}
+    old_examples = previous / "examples" / "kubernetes"
+    with platform.step("upgrade: the previous release installed"):
+        platform.load_images(project_image_refs())
+        # helm installs a chart's CRDs only where there are none: an earlier release's uninstall keeps them.
+        kube.kubectl("delete", "crd", *OUR_KINDS, "--ignore-not-found", "--wait=true", timeout=120)
+        for namespace in (system_ns, app_ns):
+            create_namespace(kube, namespace, annotations=platform.namespace_annotations)
+        kube.helm(
+            "install", RELEASE, str(previous / "charts" / "agent-engine"), "--namespace", system_ns,
+            "--wait=false",
+        )  # fmt: skip
+        eventually("CRDs established", lambda: crds_established(kube))
+        report["before"] = release_rolled_out(kube, namespace=system_ns, version=PREVIOUS_VERSION)
+    with platform.step("upgrade: executions held on the previous release"):
+        apply_manifests = ("apply", "--namespace", app_ns, "-f", str(old_examples / "provider.yaml"))
+        kube.kubectl(*apply_manifests, "-f", str(old_examples / "echo-agent.yaml"))
+        wait_agent_ready(kube, namespace=app_ns, timeout=300)
+        # The last execution's model call is slow: it is still out when the OE's pod is replaced.
+        script = [SIGN_TURN] * (UPGRADE_EXECUTIONS - 1) + [{**SIGN_TURN, "delay_s": 30}]
+        use_llm_peer(kube, app_ns=app_ns, script=script)
+        tokens = (
+            client_identity(
+                kube, namespace=app_ns, name=INVOKER, cluster_role="edit", verb="create", subresource="invoke"
+            ),
+            client_identity(
+                kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
+                subresource="approve",
+            ),
+        )  # fmt: skip
+        held = []
+        with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (client, _):
+            for _ in range(UPGRADE_EXECUTIONS - 1):
+                execution = start_execution(client, app_ns=app_ns)
+                view = settled_execution(client, execution)
+                assert view["status"] == "suspended" and view["suspension"]["tool"] == "sign_message", view
+                held.append(execution)
+            # Not waited for: it runs while the release is replaced.
+            in_flight = start_execution(client, app_ns=app_ns)
+            report["in_flight_at_upgrade"] = client.get(f"/execution/{in_flight}").json()["status"]
+    with platform.step("upgrade: helm upgrade to this release"):
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+        helm_upgrade(kube, namespace=system_ns)
+        report["after"] = release_rolled_out(kube, namespace=system_ns, version=VERSION)
+        eventually(
+            "the upgraded operator converged the Agent",
+            lambda: agents_reconciled(kube, namespace=system_ns) >= 1,
+            timeout=120,
+        )
+        # An Agent written against the previous release's schema still applies and reconciles.
+        kube.kubectl(*apply_manifests, "-f", str(old_examples / "echo-agent.yaml"))
+        wait_agent_generation_ready(kube, namespace=app_ns, agent=EXAMPLE_AGENT)
+    with (
+        platform.step("upgrade: held executions approved on this release"),
+        oe_clients(kube, system_ns=system_ns, tokens=tokens) as (client, lead),
+    ):
+        for execution in held[:-1]:
+            view = approve_and_finish(lead, client, app_ns=app_ns, execution=execution, notes="upgraded")
+            assert view["status"] == "completed", view
+        view = settled_execution(client, in_flight, timeout=180)
+        report["in_flight_after_upgrade"] = view["status"]
+        if view["status"] == "suspended":
+            view = approve_and_finish(lead, client, app_ns=app_ns, execution=in_flight, notes="upgraded")
+        # Completed, or failed with a reason: never lost, never still running.
+        assert view["status"] == "completed" or (view["status"] == "failed" and view.get("error")), view
+        report["in_flight"] = {"status": view["status"], "error": view.get("error")}
+    with platform.step("upgrade: helm rollback to the previous release"):
+        kube.helm("rollback", RELEASE, "1", "--namespace", system_ns)
+        report["rolled_back"] = release_rolled_out(kube, namespace=system_ns, version=PREVIOUS_VERSION)
+        wait_agent_ready(kube, namespace=app_ns)
+        with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (client, lead):
+            view = approve_and_finish(lead, client, app_ns=app_ns, execution=held[-1], notes="rolled back")
+            assert view["status"] == "completed", view
+            report["held_completed"] = len(held)
+    with platform.step("upgrade: uninstalled"):
+        kube.kubectl("delete", "agent", EXAMPLE_AGENT, "--namespace", app_ns, "--wait=true", timeout=180)
+        helm_uninstall(kube, namespace=system_ns)
+        kube.kubectl("delete", "pvc", "--namespace", system_ns, "--all", "--wait=false")
+    report["timings"] = {k: v for k, v in platform.timings.items() if k.startswith("upgrade:")}
     return report

@@ -488,10 +488,11 @@ def _proc_status(pid: int) -> dict[str, str]:
     return out
 
 
-def build_images(*, echo: bool = False) -> Path:
-    """Run images/build.sh (a no-op when every image is current); return the archive directory."""
+def build_images(*, echo: bool = False, repo: Path = REPO_ROOT) -> Path:
+    """Run `repo`'s images/build.sh (a no-op when every image is current); return the archive directory,
+    whose images.tsv then lists that tree's images."""
     proc = subprocess.run(
-        ["bash", str(REPO_ROOT / "images" / "build.sh")],
+        ["bash", str(repo / "images" / "build.sh")],
         stdout=subprocess.PIPE,
         stderr=None if echo else subprocess.PIPE,
         text=True,

@@ -36,7 +36,16 @@ from tests.cluster.realnode import (
     missing_prerequisites,
     placement_annotations,
 )
-from tests.install_flow import Kube, Platform, project_image_refs, run_journey
+from tests.install_flow import (
+    UPGRADE_EXECUTIONS,
+    Kube,
+    Platform,
+    previous_image_refs,
+    previous_release_tree,
+    project_image_refs,
+    run_journey,
+    run_upgrade,
+)
 
 # A cold machine builds the node's binaries and the images inside the fixture.
 pytestmark = pytest.mark.timeout(2400)
@@ -123,6 +132,23 @@ def test_install_journey_on_real_pods(real_cluster: tuple[ControlPlane, Path], n
     assert report["pods_checked"], report
     assert report["aer_to_tool_before_enforcement"] is True
     print(json.dumps({"node": node.phase_seconds, "images": node.loaded_images, **report}, indent=1))
+
+
+def test_upgrade_from_the_previous_release_with_work_in_flight(
+    real_cluster: tuple[ControlPlane, Path], node: RealNode, tmp_path: Path
+) -> None:
+    """Issue 41: tests/install_flow.py's upgrade from the previous release (its commit as a git worktree,
+    its images built by its own images/build.sh) to this one and back, with executions held for a reviewer
+    and one in flight: the held ones are approved after the upgrade and after the rollback and complete,
+    the one in flight completes or fails with a reason, the previous release's Agent still reconciles."""
+    plane, archives = real_cluster
+    with previous_release_tree(tmp_path) as previous:
+        previous_archives = build_images(echo=True, repo=previous)
+        node.load_project_images(previous_archives, previous_image_refs())
+        build_images(echo=True)  # images.tsv lists this release's images again
+        report = run_upgrade(real_platform(plane, archives, node), previous=previous)
+    assert report["held_completed"] == UPGRADE_EXECUTIONS - 1, report
+    print(json.dumps(report, indent=1))
 
 
 def test_pods_choose_the_real_node_by_namespace_and_reach_services_and_dns(
