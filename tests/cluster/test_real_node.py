@@ -26,6 +26,7 @@ import pytest
 
 from tests.cluster import realnode
 from tests.cluster.controlplane import ControlPlane, ensure_binaries, wait_until
+from tests.cluster.real_cluster import node_platform, real_node_plane
 from tests.cluster.realnode import (
     CGROUP_PREFIX,
     NODE_LABEL,
@@ -62,16 +63,8 @@ def quantity(value: str | int) -> float:
 
 @pytest.fixture(scope="module")
 def real_cluster() -> Iterator[tuple[ControlPlane, Path]]:
-    bin_dir = ensure_binaries(echo=True, real_node=True)
-    if missing := missing_prerequisites(bin_dir):
-        pytest.skip(f"a real node needs {', '.join(missing)}")
-    archives = build_images(echo=True)
-    plane = ControlPlane(bin_dir=bin_dir, nodes=1, real_node=True)
-    plane.start()
-    try:
-        yield plane, archives
-    finally:
-        plane.stop()
+    with real_node_plane() as started:
+        yield started
 
 
 @pytest.fixture
@@ -111,14 +104,9 @@ def check_pod_on_node(node: RealNode, pod: dict[str, Any]) -> None:
 
 
 def real_platform(plane: ControlPlane, archives: Path, node: RealNode) -> Platform:
-    return Platform(
-        name="real node",
-        kube=Kube(bin_dir=plane.bin_dir, env=plane.env()),
-        load_images=lambda refs: node.load_project_images(archives, refs),
-        namespace_annotations=placement_annotations(),
-        pod_checks=lambda pod: check_pod_on_node(node, pod),
-        enable_network_policies=node.enable_network_policies,
-    )
+    platform = node_platform(plane, archives, node)
+    platform.pod_checks = lambda pod: check_pod_on_node(node, pod)
+    return platform
 
 
 def test_install_journey_on_real_pods(real_cluster: tuple[ControlPlane, Path], node: RealNode) -> None:

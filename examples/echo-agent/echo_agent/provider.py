@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from typing import Any
 
 import uvicorn
@@ -16,6 +17,8 @@ CREDENTIAL_ENV_NAME = "ECHO_PROVIDER_TOKEN"
 DEFAULT_TOKEN = "example-provider-token"  # noqa: S105 - the example Secret's value, not a real credential
 
 app = FastAPI(title="Echo provider")
+# How many times each message text was stored: a side-effect ledger a test can read (GET /messages/counts).
+_stored: Counter[str] = Counter()
 
 
 def _check(authorization: str | None) -> None:
@@ -40,7 +43,15 @@ async def create_message(
     request: Request, authorization: str | None = Header(default=None)
 ) -> dict[str, Any]:
     _check(authorization)
-    return {"stored": await request.json()}
+    body = await request.json()
+    _stored[str(body.get("text")) if isinstance(body, dict) else ""] += 1
+    return {"stored": body}
+
+
+@app.get("/messages/counts")
+def message_counts(authorization: str | None = Header(default=None)) -> dict[str, int]:
+    _check(authorization)
+    return dict(_stored)
 
 
 def main() -> None:

@@ -1,0 +1,44 @@
+"""The chaos tier (issue 41): pods of the OE, an AER and a Tool Pod force-deleted on the real node while
+executions start and while their approved side effects run. `make test` runs a short campaign (one round
+per kind of fault); `make chaos` a longer one (CHAOS_ROUNDS, CHAOS_EXECUTIONS, CHAOS_SEED)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.faults import run_chaos
+from tests.cluster.controlplane import ControlPlane
+from tests.cluster.real_cluster import node_platform, real_node_plane
+
+pytestmark = pytest.mark.timeout(3600)
+
+
+@pytest.fixture(scope="module")
+def real_cluster() -> Iterator[tuple[ControlPlane, Path]]:
+    with real_node_plane() as started:
+        yield started
+
+
+def test_no_side_effect_twice_and_nothing_lost_while_pods_are_killed(
+    real_cluster: tuple[ControlPlane, Path],
+) -> None:
+    plane, archives = real_cluster
+    assert plane.node is not None
+    report = run_chaos(
+        node_platform(plane, archives, plane.node),
+        rounds=int(os.environ.get("CHAOS_ROUNDS", "3")),
+        executions_per_round=int(os.environ.get("CHAOS_EXECUTIONS", "4")),
+        seed=int(os.environ.get("CHAOS_SEED", "41")),
+    )
+    summary = report.as_dict()
+    print(json.dumps(summary, indent=1))
+    assert summary["duplicates"] == 0, summary
+    assert summary["lost"] == 0, summary
+    assert summary["completed"] + summary["held"] + sum(summary["failed"].values()) == summary["executions"]
+    # Every completed execution stored its one message, and no execution stored a second one.
+    assert summary["completed"] <= summary["messages_stored"] <= summary["executions"], summary
