@@ -35,7 +35,6 @@ from a2a.types.a2a_pb2 import (
     AgentSkill,
     Message,
     Part,
-    Role,
     Task,
     TaskState,
     TaskStatus,

@@ -1,0 +1,176 @@
+"""A2A agents as governed tools (issue 38, the client side): a Connector of type `agent` whose card is served
+by the official SDK from its own process on loopback, called through real OE, AER and Tool Pod processes.
+A read-only skill runs at once; a sensitive one is held, approved, and run once; a task that ends
+`input-required` or `failed` is a tool error the agent sees; the peer's token never leaves the Tool Pod."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_runtime.connectors import (
+    build_bundle,
+    compile_catalog,
+    materialize_connector,
+    scaffold_tool_yaml,
+    write_bundle,
+)
+from agent_runtime.connectors.builtin.agent import agent_connector
+from tests.conftest import REPO_ROOT, Process, free_port
+from tests.integration.a2a.a2a_peer import TOKEN_ENV
+from tests.integration.loop.harness import LOOP_TENANT, PLANTED, Platform, Tenant
+from tests.integration.runtime.launched import PROVIDER_OPENAPI
+from tests.providers.echo_provider import running_echo_provider
+from tests.providers.llm_peer import running_llm_peer
+
+pytestmark = pytest.mark.integration
+PEER_TOKEN = "a2a-peer-token-9d81c4e2"
+PEER = "a2a_ledger_peer"
+
+
+class RunningPeer:
+    def __init__(self, spawn: Callable[..., Process], tmp: Path) -> None:
+        self.port = free_port()
+        self.ledger = tmp / "peer-ledger.txt"
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": str(REPO_ROOT),
+            TOKEN_ENV: PEER_TOKEN,
+        }
+        self.process = spawn(
+            [sys.executable, "-m", "tests.integration.a2a.a2a_peer", str(self.port), str(self.ledger)],
+            env=env,
+            name="a2a-peer",
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(self.card_url, timeout=0.5)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise TimeoutError(f"the A2A peer did not start:\n{self.process.output()}")
+
+    @property
+    def card_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/.well-known/agent-card.json"
+
+    def transfers(self) -> list[str]:
+        return self.ledger.read_text().splitlines() if self.ledger.exists() else []
+
+
+@pytest.fixture(scope="module")
+def peer(tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process]) -> RunningPeer:
+    return RunningPeer(module_spawn, tmp_path_factory.mktemp("peer"))
+
+
+@pytest.fixture(scope="module")
+def platform(
+    tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process], peer: RunningPeer
+) -> Iterator[Platform]:
+    def bundle(directory: Path, provider_url: str) -> Path:
+        # As `python -m agent_runtime.connectors bundle` would: the card fetched when the bundle is built.
+        catalog = compile_catalog(PROVIDER_OPENAPI, connector_name="echo")
+        echo = materialize_connector(scaffold_tool_yaml(catalog, base_url=provider_url), catalog)
+        remote = agent_connector(
+            "ledger-peer", card_url=peer.card_url, token_env="PEER_TOKEN", env={"PEER_TOKEN": PEER_TOKEN}
+        )
+        return write_bundle(build_bundle([echo], [remote]), directory)
+
+    tenant = Tenant(
+        entrypoint=LOOP_TENANT.entrypoint,
+        pythonpath=LOOP_TENANT.pythonpath,
+        bundle=bundle,
+        tool_env={**LOOP_TENANT.tool_env, "PEER_TOKEN": PEER_TOKEN},
+    )
+    with running_llm_peer() as llm, running_echo_provider() as provider:
+        yield Platform(
+            tmp=tmp_path_factory.mktemp("platform"),
+            spawn=module_spawn,
+            llm_base_url=llm.base_url,
+            provider_url=provider.url,
+            tenant=tenant,
+        ).start()
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"mode": "calls", "calls": [list(pair) for pair in pairs]}
+
+
+def test_the_cards_skills_are_registered_as_tools_sensitive_unless_read_only(platform: Platform) -> None:
+    registration = json.loads((platform.tmp / "registrations" / "team-a.loop.json").read_text())
+    tools = {t["name"]: t for t in registration["tools"] if t["name"].startswith(PEER)}
+    assert {n: t["sensitive"] for n, t in tools.items()} == {
+        f"{PEER}.lookup": False,
+        f"{PEER}.transfer": True,
+        f"{PEER}.clarify": True,
+        f"{PEER}.explode": True,
+    }, tools
+
+
+def test_a_read_only_skill_runs_at_once_and_answers_the_artifacts_text(platform: Platform) -> None:
+    execution_id = platform.invoke(calls((f"{PEER}.lookup", {"text": "item 7"})))
+    view = platform.wait(execution_id)
+    assert view["status"] == "completed", view
+    assert view["result"]["results"] == ["lookup done: item 7"], view["result"]
+
+
+def test_a_sensitive_skill_is_held_approved_and_run_once(platform: Platform, peer: RunningPeer) -> None:
+    before = peer.transfers()
+    execution_id = platform.invoke(calls((f"{PEER}.transfer", {"data": {"amount": 5, "to": "bob"}})))
+    view = platform.wait(execution_id)
+    assert view["status"] == "suspended", view
+    assert view["suspension"]["tool"] == f"{PEER}.transfer"
+    assert peer.transfers() == before, "nothing may reach the remote agent before the approval"
+    with platform.client() as client:
+        resumed = client.post(
+            f"/api/v1/projects/team-a/executions/{execution_id}/resume", json={"decision": "approved"}
+        )
+    assert resumed.status_code == 202, resumed.text
+    view = platform.wait(execution_id, "completed", "failed")
+    assert view["status"] == "completed", view
+    assert view["result"]["results"] == ['transfer done: {"amount": 5.0, "to": "bob"}']
+    assert peer.transfers()[len(before) :] == ['transfer {"amount": 5.0, "to": "bob"}']
+    decisions = [
+        r["decision"]
+        for r in platform.audit(execution_id)
+        if r["kind"] == "tool" and r["tool"].startswith(PEER)
+    ]
+    assert decisions[0] == "approval" and decisions[-1] == "approved", decisions
+
+
+def test_input_required_and_failed_tasks_are_tool_errors_the_agent_sees(platform: Platform) -> None:
+    both = calls((f"{PEER}.clarify", {"text": "pay"}), (f"{PEER}.explode", {"text": "x"}))
+    execution_id = platform.invoke(both)
+    view = platform.wait(execution_id)
+    # Both are sensitive: each held, approved, then run and failed as a tool error the agent goes on from.
+    held = []
+    for _ in range(2):
+        assert view["status"] == "suspended", view
+        held.append(view["suspension"]["tool"])
+        with platform.client() as client:
+            client.post(
+                f"/api/v1/projects/team-a/executions/{execution_id}/resume", json={"decision": "approved"}
+            ).raise_for_status()
+        view = platform.wait(execution_id, "completed", "failed", "suspended")
+    assert held == [f"{PEER}.clarify", f"{PEER}.explode"]
+    assert view["status"] == "completed", view
+    clarify, explode = view["result"]["results"]
+    assert "agent_input_required" in clarify["text"] and "Which account do you mean?" in clarify["text"]
+    assert "agent_failed" in explode["text"] and "broke on purpose" in explode["text"]
+
+
+def test_the_peers_token_never_leaves_the_tool_pod(platform: Platform) -> None:
+    outputs = platform.outputs()
+    for secret in (*PLANTED, PEER_TOKEN):
+        assert secret not in outputs
+    bundle_text = "".join(p.read_text() for p in (platform.tmp / "bundle").iterdir())
+    assert PEER_TOKEN not in bundle_text and "PEER_TOKEN" in bundle_text
