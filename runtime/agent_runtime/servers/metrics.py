@@ -14,6 +14,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from agent_runtime.servers.loop_tasks import register_loop_tasks
+
 # Tool calls range from sub-millisecond local work to slow provider APIs.
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 UNKNOWN_TOOL_LABEL = "<unknown>"
@@ -27,6 +29,7 @@ class ToolMetrics:
         # The process's CPU, memory, file descriptors and GC, as the default registry would expose them.
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
+        register_loop_tasks(self.registry, name="agent_runtime_event_loop_tasks")
         self._component = component
         # Tool names come from callers; only known ones become label values, so cardinality stays bounded.
         self._known_tools = known_tools

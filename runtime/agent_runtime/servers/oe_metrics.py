@@ -25,6 +25,7 @@ from prometheus_client import (
 
 from agent_runtime.oe.store.base import AuditRecord
 from agent_runtime.protocol import TOOL_POD_UNREACHABLE
+from agent_runtime.servers.loop_tasks import register_loop_tasks
 
 MAX_LABEL_VALUES = 50
 OTHER = "<other>"
@@ -40,6 +41,7 @@ class OEMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
+        register_loop_tasks(self.registry, name="agent_engine_oe_event_loop_tasks")
         self._created = Counter(
             "agent_engine_oe_executions_created", "Executions created.", registry=self.registry
         )
