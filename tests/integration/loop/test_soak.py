@@ -14,12 +14,13 @@ from tests.integration.loop.soak import run_soak
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "3"))
 SAMPLE_S = float(os.environ.get("SOAK_SAMPLE_S", "20" if MINUTES <= 3 else "60"))
+WORKERS = int(os.environ.get("SOAK_WORKERS", "4"))
 
 pytestmark = pytest.mark.timeout(int(MINUTES * 60) + 600)
 
 
 def test_steady_load_with_approvals_and_faults(platform: Platform) -> None:
-    result = run_soak(platform, duration_s=MINUTES * 60, sample_every_s=SAMPLE_S)
+    result = run_soak(platform, duration_s=MINUTES * 60, sample_every_s=SAMPLE_S, workers=WORKERS)
     window = 1 if MINUTES <= 3 else 5
     summary = result.summary(warm_up_s=60 if MINUTES <= 3 else 300, window_min=window)
     print(json.dumps({"soak_minutes": MINUTES, **summary}, indent=1))
