@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from agent_operator.a2a_agents import is_a2a_agent, materialize_agent_connector
 from agent_operator.inputs import CatalogFailure, Catalogs, InputProblem, catalog_key, connector_ca_env
 from agent_operator.mcp import is_mcp, materialize_mcp_connector
 from agent_operator.models import Connector
@@ -388,6 +389,8 @@ def materialize_builtin_connector(connector: Connector) -> BuiltinConnectorDefs:
     field (`spec.config.port: must be integer`)."""
     if is_mcp(connector):  # its tools come from the recorded discovery, not from the registry
         return materialize_mcp_connector(connector)
+    if is_a2a_agent(connector):  # the same: the skills of the card the operator recorded
+        return materialize_agent_connector(connector)
     name = connector.meta.name
     spec = connector.spec
     for index, credential in enumerate(spec.credentials):

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 from pydantic import ValidationError
 
+from agent_operator.a2a_agents import is_a2a_agent
 from agent_operator.bundle import metadata_address_problem
 from agent_operator.kube import ApiError, ApiUnreachable, KubeApi, object_path
 from agent_operator.mcp import (
@@ -41,6 +43,7 @@ from agent_operator.mcp import (
 )
 from agent_operator.models import Connector
 from agent_operator.status import Condition, merge_conditions
+from agent_runtime.connectors.builtin.agent import AGENT_TYPE, card_json, card_record, fetch_card
 from agent_runtime.connectors.framework import BuiltinToolError, ConnectorConfigError
 from agent_runtime.connectors.mcp.catalog import catalog_digest, select, server_id, tool_name, usable
 from agent_runtime.connectors.mcp.client import McpClient
@@ -140,7 +143,7 @@ class McpDiscovery:
     def due(self, key: AttemptKey, body: Mapping[str, Any], *, now: float | None = None) -> bool:
         """Whether `body` (an `mcp` Connector) needs a discovery now."""
         spec = body.get("spec") or {}
-        if (spec.get("source") or {}).get("type") != "mcp":
+        if (spec.get("source") or {}).get("type") not in ("mcp", AGENT_TYPE):
             return False
         last = self.attempts.get(key)
         if last is None or last.fingerprint != self.fingerprint(body):
@@ -170,7 +173,7 @@ class McpDiscovery:
         """The Connector's discovery for this reconcile: a new one when due (and `attempt`), else the last.
         None for a Connector of another type."""
         connector = Connector.from_body(dict(body))
-        if not is_mcp(connector):
+        if not is_mcp(connector) and not is_a2a_agent(connector):
             return None
         previous = recorded(connector.status)
         if attempt and self.due(key, body):
@@ -194,6 +197,8 @@ class McpDiscovery:
         return _outcome(connector, previous, condition)
 
     async def _discover(self, connector: Connector, previous: dict[str, Any] | None) -> DiscoveryOutcome:
+        if is_a2a_agent(connector):
+            return await self._discover_card(connector, previous)
         name = connector.meta.name
         try:
             config = connector.spec.config
@@ -276,6 +281,44 @@ class McpDiscovery:
                 extra={"connector": name, "namespace": connector.meta.namespace, "tools": len(chosen)},
             )
         message = f"{len(chosen)} tools discovered" + (f", {len(skipped)} skipped" if skipped else "")
+        return _outcome(connector, record, Condition(DISCOVERED, "True", "Discovered", message))
+
+    async def _discover_card(self, connector: Connector, previous: dict[str, Any] | None) -> DiscoveryOutcome:
+        """An `agent` Connector (issue 38): its A2A card fetched with the `token` credential, its skills
+        recorded as the catalog (a2a_agents.py builds the bundle file from it)."""
+        try:
+            url = connector.spec.config.get("card_url")
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise _Failed("ConfigInvalid", "spec.config.card_url must be an http:// or https:// URL")
+            host = urlsplit(url).hostname or ""
+            if not self.settings.allow_metadata_addresses and (problem := metadata_address_problem(host)):
+                raise _Failed(
+                    "BaseUrlForbidden",
+                    f"spec.config.card_url: {problem}; the operator does not call it unless the platform "
+                    "allows such addresses (Helm value agents.allowMetadataAddresses)",
+                )
+            token = await self._credential(connector, "token")
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            async with httpx.AsyncClient(headers=headers, timeout=self.settings.timeout_seconds) as http:
+                card = card_json(await fetch_card(http, url))
+            record = card_record(
+                card,
+                connector=connector.meta.name,
+                allow=connector.spec.expose.allow,
+                previous=previous,
+                now=_now(),
+            )
+        except _Failed as failure:
+            return self._failed(connector, previous, failure.reason, failure.message)
+        except BuiltinToolError as exc:
+            reason = "ServerUnreachable" if exc.category in ("connection", "timeout") else "ServerRefused"
+            return self._failed(connector, previous, reason, f"{exc.category}: {exc.explanation}")
+        except ConnectorConfigError as exc:
+            reason = "ExposeAllowUnknown" if exc.field == "expose.allow" else "ConfigInvalid"
+            return self._failed(connector, previous, reason, f"spec.{exc.field}: {exc.problem}")
+        message = f"{record['toolCount']} skills discovered" + (
+            f", {len(record['skipped'])} skipped" if record["skipped"] else ""
+        )
         return _outcome(connector, record, Condition(DISCOVERED, "True", "Discovered", message))
 
     def _failed(

@@ -7,7 +7,8 @@ Its card has four skills; the message's `metadata.skill` says which one a call m
 - `transfer` (no tag: sensitive): completes, and appends a line to the ledger (a side effect to count);
 - `clarify`: ends `input-required` with a question;
 - `explode`: ends `failed` with a reason.
-Every request must carry `Authorization: Bearer <A2A_PEER_TOKEN>` (401 otherwise), the card's too.
+Every request must carry `Authorization: Bearer <A2A_PEER_TOKEN>` (401 otherwise), the card's too;
+with A2A_PEER_TOKEN unset or empty the peer is open (the operator's discovery test, without a Secret).
 
 Run: `python -m tests.integration.a2a.a2a_peer PORT LEDGER` (A2A_PEER_TOKEN in the environment).
 """
@@ -120,7 +121,8 @@ class PeerExecutor(AgentExecutor):
 
 class Bearer(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: Any) -> Response:
-        if request.headers.get("authorization") != f"Bearer {os.environ[TOKEN_ENV]}":
+        token = os.environ.get(TOKEN_ENV, "")
+        if token and request.headers.get("authorization") != f"Bearer {token}":
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         return await call_next(request)  # type: ignore[no-any-return]
 

@@ -5,6 +5,7 @@ A read-only skill runs at once; a sensitive one is held, approved, and run once;
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -16,6 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_operator.bundle import materialize
+from agent_operator.discovery import McpDiscovery
+from agent_operator.inputs import InputProblem
+from agent_operator.models import Connector
 from agent_runtime.connectors import (
     build_bundle,
     compile_catalog,
@@ -23,13 +28,15 @@ from agent_runtime.connectors import (
     scaffold_tool_yaml,
     write_bundle,
 )
-from agent_runtime.connectors.builtin.agent import agent_connector
+from agent_runtime.connectors.builtin.agent import agent_connector, card_record
+from agent_runtime.connectors.framework import ConnectorConfigError
 from tests.conftest import REPO_ROOT, Process, free_port
 from tests.integration.a2a.a2a_peer import TOKEN_ENV
 from tests.integration.loop.harness import LOOP_TENANT, PLANTED, Platform, Tenant
 from tests.integration.runtime.launched import PROVIDER_OPENAPI
 from tests.providers.echo_provider import running_echo_provider
 from tests.providers.llm_peer import running_llm_peer
+from tests.unit.operator.specimens import connector_body
 
 pytestmark = pytest.mark.integration
 PEER_TOKEN = "a2a-peer-token-9d81c4e2"
@@ -37,13 +44,13 @@ PEER = "a2a_ledger_peer"
 
 
 class RunningPeer:
-    def __init__(self, spawn: Callable[..., Process], tmp: Path) -> None:
+    def __init__(self, spawn: Callable[..., Process], tmp: Path, *, token: str = PEER_TOKEN) -> None:
         self.port = free_port()
         self.ledger = tmp / "peer-ledger.txt"
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": str(REPO_ROOT),
-            TOKEN_ENV: PEER_TOKEN,
+            TOKEN_ENV: token,
         }
         self.process = spawn(
             [sys.executable, "-m", "tests.integration.a2a.a2a_peer", str(self.port), str(self.ledger)],
@@ -174,3 +181,67 @@ def test_the_peers_token_never_leaves_the_tool_pod(platform: Platform) -> None:
         assert secret not in outputs
     bundle_text = "".join(p.read_text() for p in (platform.tmp / "bundle").iterdir())
     assert PEER_TOKEN not in bundle_text and "PEER_TOKEN" in bundle_text
+
+
+# The operator's side: a Connector of type `agent` discovered at reconcile time, its bundle file built from
+# the recorded card alone (against an open peer: a Secret needs the API server, the cluster tier's part).
+
+
+@pytest.fixture(scope="module")
+def open_peer(tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process]) -> RunningPeer:
+    return RunningPeer(module_spawn, tmp_path_factory.mktemp("open-peer"), token="")
+
+
+def agent_body(card_url: str, **spec: Any) -> dict[str, Any]:
+    body = connector_body("ledger-peer")
+    body["spec"] = {"source": {"type": "agent"}, "config": {"card_url": card_url}, **spec}
+    body["status"] = {}
+    return body
+
+
+def test_the_operator_discovers_the_card_and_builds_the_bundle_from_the_record(
+    open_peer: RunningPeer,
+) -> None:
+    discovery = McpDiscovery(api=None)  # type: ignore[arg-type]  # no credential: no Secret is read
+    body = agent_body(open_peer.card_url, expose={"allow": ["lookup", "transfer"]})
+    found = asyncio.run(discovery.refresh(("ns", "ledger-peer"), body))
+    assert found is not None and found.condition.status == "True", found
+    assert found.record is not None and found.record["tools"] == [f"{PEER}.lookup", f"{PEER}.transfer"]
+    defs = materialize(found.connector, {})
+    assert [(t.name, t.sensitive) for t in defs.tools] == [
+        (f"{PEER}.lookup", False),
+        (f"{PEER}.transfer", True),
+    ]
+    assert defs.type == "agent" and defs.config["card_url"] == open_peer.card_url
+    # The next reconcile (not due) gives the same record; a card that cannot be read keeps it in service.
+    again = asyncio.run(discovery.refresh(("ns", "ledger-peer"), {**body, "status": found.connector.status}))
+    assert again is not None and again.record == found.record
+    gone = agent_body(open_peer.card_url.replace("agent-card.json", "nothing.json"))
+    gone["status"] = found.connector.status
+    failed = asyncio.run(discovery.refresh(("ns", "other"), gone))
+    assert failed is not None and failed.condition.status == "False"
+    assert failed.condition.reason == "ServerRefused" and "stays in service" in failed.condition.message
+    assert failed.record == found.record
+
+
+def test_an_undiscovered_agent_connector_is_not_ready_and_an_unknown_skill_is_named() -> None:
+    with pytest.raises(InputProblem) as caught:
+        materialize(Connector.from_body(agent_body("http://peer.example:80/card.json")), {})
+    assert caught.value.reason == "ToolsNotDiscovered" and "A2A agent card" in caught.value.message
+    record = card_record(
+        {"name": "p", "skills": [{"id": "lookup", "tags": ["readonly"]}, {"id": "9bad", "tags": []}]},
+        connector="ledger-peer",
+        allow=None,
+        previous=None,
+        now="2026-12-03T00:00:00Z",
+    )
+    assert record["tools"] == [f"{PEER}.lookup"] and record["skipped"][0]["tool"] == "9bad"
+    with pytest.raises(ConnectorConfigError) as refused:
+        card_record(
+            record | {"skills": record["catalog"]},
+            connector="ledger-peer",
+            allow=["nope"],
+            previous=None,
+            now="",
+        )
+    assert refused.value.field == "expose.allow"

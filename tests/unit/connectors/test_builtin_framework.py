@@ -46,6 +46,7 @@ S3_TABLE = {
     },
     "webhook": {"webhook.send": True},
     "mcp": {},  # S3's "dynamic": an MCP server's tools are discovered (Decision 18)
+    "agent": {},  # issue 38: an A2A card's skills, discovered like an MCP server's tools
     "postgres": {"postgres.query": False, "postgres.execute": True},
     "mysql": {"mysql.query": False, "mysql.execute": True},
     "stripe": {"stripe.get_customer": False, "stripe.list_charges": False, "stripe.create_refund": True},

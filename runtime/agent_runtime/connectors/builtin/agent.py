@@ -14,6 +14,7 @@ a tool error naming the state and the agent's own words.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import uuid
@@ -85,20 +86,22 @@ def tool_prefix(connector: str) -> str:
     return "a2a_" + connector.lower().replace("-", "_")
 
 
-def skill_tools(card: Mapping[str, Any], *, connector: str) -> tuple[list[BuiltinToolSpec], list[str]]:
+def skill_tools(
+    card: Mapping[str, Any], *, connector: str
+) -> tuple[list[BuiltinToolSpec], list[tuple[str, str]]]:
     """Pure: the card's (JSON) skills as tools, and the reasons for those skipped (never renamed into a
     clash: a skill id must be lower case letters, digits and `_` once `-`/`.`/spaces are `_`)."""
     tools: list[BuiltinToolSpec] = []
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
     seen: set[str] = set()
     for skill in card.get("skills") or []:
         raw = str(skill.get("id") or "")
         short = re.sub(r"[-. ]", "_", raw.lower())
         if not _SKILL.match(short) or len(short) > 48:
-            skipped.append(f"skill {raw[:60]!r}: its id cannot name a tool (a letter first, then [a-z0-9_-])")
+            skipped.append((raw[:60], "its id cannot name a tool (a letter first, then [a-z0-9_-])"))
             continue
         if short in seen:
-            skipped.append(f"skill {raw[:60]!r}: another skill already makes the tool name {short!r}")
+            skipped.append((raw[:60], f"another skill already makes the tool name {short!r}"))
             continue
         seen.add(short)
         tags = {str(t).lower() for t in skill.get("tags") or []}
@@ -144,6 +147,41 @@ def materialize_agent(
         credentials=dict(credentials),
         tools=tools,
     )
+
+
+def card_record(
+    card: Mapping[str, Any],
+    *,
+    connector: str,
+    allow: Sequence[str] | None,
+    previous: Mapping[str, Any] | None,
+    now: str,
+) -> dict[str, Any]:
+    """Pure: what the operator records in a Connector's `status.discovery` from the card it fetched (the
+    same keys an `mcp` Connector's record has); `catalog` holds the card's skills as the card has them, so
+    the bundle is built from the Connector alone. Raises ConnectorConfigError for `expose.allow`."""
+    skills = [
+        {k: skill[k] for k in ("id", "name", "description", "tags") if k in skill}
+        for skill in card.get("skills") or []
+        if isinstance(skill, Mapping)
+    ]
+    defs = materialize_agent(
+        name=connector, config={"card_url": "http://x"}, credentials={}, card={"skills": skills}, allow=allow
+    )
+    _, skipped = skill_tools({"skills": skills}, connector=connector)
+    kept = {str((t.meta or {}).get("skill")) for t in defs.tools}
+    catalog = [s for s in skills if str(s.get("id")) in kept]
+    digest = hashlib.sha256(json.dumps(catalog, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    same = previous is not None and previous.get("digest") == digest
+    return {
+        "toolCount": len(defs.tools),
+        "tools": [t.name for t in defs.tools],
+        "digest": digest,
+        "discoveredAt": str(previous.get("discoveredAt", now)) if same and previous else now,
+        "server": {k: str(card[k]) for k in ("name", "version") if k in card},
+        "skipped": [{"tool": t, "reason": r} for t, r in skipped[:50]],
+        "catalog": catalog,
+    }
 
 
 def outcome(response: Mapping[str, Any]) -> str:
@@ -290,9 +328,10 @@ class AgentConnector(BuiltinConnector):
         except BuiltinToolError as exc:
             return TestResult(ok=False, detail=f"{exc.category}: {exc.explanation}")
         tools, skipped = skill_tools(card, connector=self.name)
+        why = "; ".join(f"{t}: {r}" for t, r in skipped)
         return TestResult(
             ok=True,
-            detail=f"{len(tools)} skills as tools" + (f"; skipped: {'; '.join(skipped)}" if skipped else ""),
+            detail=f"{len(tools)} skills as tools" + (f"; skipped: {why}" if skipped else ""),
             discovered_tools=[t.name for t in tools],
         )
 
