@@ -42,7 +42,8 @@ PREFIX = "aes1"
 Audience = Literal["aer", "tool", "memory"]
 # execution: one execution's calls; control: an Agent's runtime, no execution (GET /tools, drains);
 # export: a Memory read outside an execution, for one user the OE authorized (a data export, a platform job).
-Purpose = Literal["execution", "control", "export"]
+# knowledge: the OE's own call to an Agent's knowledge base (the client API's documents), no user at all.
+Purpose = Literal["execution", "control", "export", "knowledge"]
 
 # Env names and mount paths (agent_runtime.contract: the operator renders them without this module).
 SIGNING_KEY_FILE_ENV = contract.OE_SIGNING_KEY_FILE_ENV

@@ -41,8 +41,13 @@ def scoped(body: B, *, org_id: str, user_id: str) -> B:
 
 
 def check_operation(operation: str, *, purpose: str) -> None:
-    """An export statement opens reads only (pure)."""
+    """An export statement opens reads only; control and knowledge statements open no memory (pure)."""
     if purpose == "export" and operation not in READ_OPERATIONS:
         raise ScopeRefused("read_only_statement", f"an export statement opens reads only, not {operation}")
     if purpose == "control":
         raise ScopeRefused("wrong_purpose", "a control statement opens no memory; use the execution's")
+    if purpose == "knowledge":
+        # The OE's statement for an Agent's documents names no user: it must never open a user's memory.
+        raise ScopeRefused(
+            "wrong_purpose", "a knowledge statement opens no user's memory; use the execution's"
+        )

@@ -1,9 +1,11 @@
 """The Memory server's knowledge-base routes: thin handlers over `KnowledgeService`.
 
-They sit behind the same runtime-token guard as the memory routes. Knowledge belongs to the Agent, not to
-a user, so no OE statement is read: the partition is fixed by the server's APP_ID alone (see
-memory/knowledge.py). Errors are `{"error": code, "detail": ...}`, a malformed body's detail a list of
-`{field, problem}`, like the memory routes'.
+They sit behind the Memory server's guard (servers/memory_auth.py): the Agent's runtime token opens them
+all (the Tool Pod's `knowledge` connector); the OE's knowledge statement, scoped to this Agent, opens the
+documents routes (the client API's). Knowledge belongs to the Agent, not to a user, so no user statement
+is read: the partition is fixed by the server's APP_ID alone (see memory/knowledge.py). Errors are
+`{"error": code, "detail": ...}`, a malformed body's detail a list of `{field, problem}`, like the memory
+routes'.
 """
 
 from __future__ import annotations

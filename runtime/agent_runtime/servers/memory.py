@@ -1,6 +1,7 @@
 """The Memory server's HTTP surface (RUNNER_MODE=memory, port 8081): thin handlers over `MemoryService`.
 
-Every route needs the Agent's runtime token (the AER and the Tool Pod hold it); the server's APP_ID is
+Every route needs the Agent's runtime token (the AER and the Tool Pod hold it), but the knowledge documents,
+which the OE's own statement also opens (servers/memory_auth.py); the server's APP_ID is
 the workspace of every record, so one Agent's server never reads another's. Errors are
 `{"error": code, "detail": ...}` (M-05); a malformed body's detail lists `{field, problem}`.
 """
@@ -46,6 +47,7 @@ from agent_runtime.servers.bodies import read_request_body
 from agent_runtime.servers.component_app import build_component_app
 from agent_runtime.servers.health import Readiness
 from agent_runtime.servers.knowledge import build_knowledge_routes
+from agent_runtime.servers.memory_auth import MemoryGuard
 from agent_runtime.servers.memory_metrics import MemoryMetrics
 from agent_runtime.servers.metrics import ToolMetrics
 
@@ -286,6 +288,8 @@ def build_memory_app(
         readiness=readiness,
         on_startup=on_startup,
         on_shutdown=on_shutdown,
+        # The runtime token everywhere; the OE's knowledge statement on the documents routes only.
+        guard=lambda inner: MemoryGuard(inner, token=token, verifier=verifier, workspace=workspace_id),
     )
 
 

@@ -3,9 +3,12 @@
 `POST|GET|DELETE /api/v1/projects/{project_id}/agents/{agent}/knowledge/documents` (issue 37). Writing or
 forgetting a document changes what the Agent answers, as editing its spec does, so it needs `update` on the
 Agent itself (`agents`, the verb of Kubernetes' `edit` and `admin` roles), not the invoker's right. Listing
-needs `get` on the Agent. The OE reaches the Memory server at the registration's `memoryUrl` with the Agent's
-runtime token (the one the Memory server's knowledge routes take); it sends no user statement, since
-knowledge belongs to the Agent. An Agent without a Memory server is a 409; a Memory server the OE cannot
+needs `get` on the Agent. The OE reaches the Memory server at the registration's `memoryUrl` with its own
+credential: a statement it signs for that Agent (audience `memory`, purpose `knowledge`, a minute's life),
+which opens the Memory server's documents routes and nothing else (servers/memory_auth.py). Refused with
+401 (a Memory server without the OE's public key: a local run, an upgrade), it falls back to the Agent's
+runtime token, the order `oe/runtime_auth.py` uses for the AER and the Tool Pod. No user statement is sent,
+since knowledge belongs to the Agent. An Agent without a Memory server is a 409; a Memory server the OE cannot
 reach, or one that refuses the OE, is a 502 naming it. Nothing here logs or returns a token or a
 document's text.
 """
@@ -63,6 +66,20 @@ def _bad_gateway(agent: str, url: str, why: str) -> JSONResponse:
     )
 
 
+def credentials(reg: AgentRegistration) -> tuple[str, ...]:
+    """What the OE presents to the Agent's Memory server, in order: its knowledge statement (current key,
+    then the previous one in grace), then the Agent's runtime tokens (current, then one in grace)."""
+    return (*reg.statements("memory", purpose="knowledge"), *reg.tokens())
+
+
+def _error(response: httpx.Response) -> str:
+    try:
+        code = response.json().get("error")
+    except (ValueError, AttributeError):
+        code = None
+    return str(code)[:64] if code else f"HTTP {response.status_code}"
+
+
 async def _forward(reg: AgentRegistration, method: str, **kwargs: Any) -> Response:
     """One call to the Agent's Memory server; its 2xx and 4xx answers pass through as they are."""
     if reg.memory_url is None:
@@ -77,16 +94,21 @@ async def _forward(reg: AgentRegistration, method: str, **kwargs: Any) -> Respon
     try:
         async with httpx.AsyncClient(timeout=TIMEOUT_S) as http:
             response = None
-            # The current token first, then a previous one still in its grace period (a rotation).
-            for token in reg.tokens():
-                headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+            for credential in credentials(reg):
+                headers = {"authorization": f"Bearer {credential}", "content-type": "application/json"}
                 response = await http.request(method, url, headers=headers, **kwargs)
                 if response.status_code != 401:
                     break
     except httpx.HTTPError as exc:
         return _bad_gateway(reg.agent, reg.memory_url, f"is unreachable ({type(exc).__name__})")
     if response is None or response.status_code == 401:
-        return _bad_gateway(reg.agent, reg.memory_url, "refused the Agent's runtime token")
+        return _bad_gateway(
+            reg.agent, reg.memory_url, "refused the OE's statement and the Agent's runtime token"
+        )
+    if response.status_code == 403:
+        # The documents routes refuse nobody once a credential opened them: a 403 is the guard's, a
+        # statement for another Agent or a Memory server of another Agent at this URL.
+        return _bad_gateway(reg.agent, reg.memory_url, f"refused the OE's statement ({_error(response)})")
     if response.status_code >= 500:
         return _bad_gateway(reg.agent, reg.memory_url, f"answered HTTP {response.status_code}")
     try:

@@ -47,7 +47,9 @@ def _registration(agent: str, token: str, memory_url: str | None) -> dict[str, o
 
 
 @contextlib.contextmanager
-def _oe(tmp: Path, registrations: list[dict[str, object]]) -> Iterator[tuple[str, Process]]:
+def _oe(
+    tmp: Path, registrations: list[dict[str, object]], *, extra: dict[str, str] | None = None
+) -> Iterator[tuple[str, Process]]:
     regs = tmp / "registrations"
     regs.mkdir()
     for document in registrations:
@@ -66,6 +68,7 @@ def _oe(tmp: Path, registrations: list[dict[str, object]]) -> Iterator[tuple[str
         "OE_CLIENT_TOKEN": CLIENT_TOKEN,
         # The development token of team-a: it may do anything there and nothing in team-b.
         "OE_CLIENT_TOKEN_NAMESPACES": "team-a",
+        **(extra or {}),
     }
     log_path = tmp / "oe.log"
     with log_path.open("wb") as log:
