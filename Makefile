@@ -51,7 +51,7 @@ crash: venv ferretdb-bin peers
 
 # Real pods under fire (tests/chaos): the OE's, an AER's and a Tool Pod's pods force-deleted on the real node
 # while executions start and while their approved side effects run; prints faults, completed, held, failed,
-# duplicates and lost. `make test` runs 3 rounds of 4 executions.
+# duplicates and lost. `make test` runs 4 rounds of 4 executions.
 chaos: venv cluster-bins node-bins images
 	CHAOS_ROUNDS=$${CHAOS_ROUNDS:-12} CHAOS_EXECUTIONS=$${CHAOS_EXECUTIONS:-6} $(PY) -m pytest -m chaos tests/chaos -s $(PYTEST_ARGS)
 

@@ -14,6 +14,7 @@ import json
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,9 +85,9 @@ class ChaosReport:
         }
 
 
-def fault_targets(*, system_ns: str, app_ns: str) -> dict[str, tuple[str, str, str]]:
-    """Fault kind -> (namespace, pod selector, Deployment that replaces the pod)."""
-    return {
+def pod_faults(kube: Kube, *, system_ns: str, app_ns: str) -> dict[str, Callable[[], None]]:
+    """Fault kind -> what injects it and waits for the replacement pod to roll out."""
+    targets = {
         "oe pod killed": (system_ns, "app.kubernetes.io/component=oe", OE_DEPLOYMENT),
         "aer pod killed": (
             app_ns,
@@ -99,6 +100,15 @@ def fault_targets(*, system_ns: str, app_ns: str) -> dict[str, tuple[str, str, s
             component_name(EXAMPLE_AGENT, "tool"),
         ),
     }
+
+    def killer(namespace: str, selector: str, deployment: str) -> Callable[[], None]:
+        def inject() -> None:
+            kill_pod(kube, namespace=namespace, selector=selector)
+            rollout(kube, namespace=namespace, deployment=deployment)
+
+        return inject
+
+    return {kind: killer(*target) for kind, target in targets.items()}
 
 
 def kill_pod(kube: Kube, *, namespace: str, selector: str) -> str:
@@ -182,6 +192,7 @@ def run_chaos(
     rounds: int,
     executions_per_round: int,
     seed: int,
+    restart_kubelet: Callable[[], None] | None = None,
     system_ns: str = "agent-engine-chaos",
     app_ns: str = "agent-apps-chaos",
 ) -> ChaosReport:
@@ -217,8 +228,10 @@ def run_chaos(
                 subresource="approve",
             ),
         )  # fmt: skip
-    targets = fault_targets(system_ns=system_ns, app_ns=app_ns)
-    kinds = list(targets)
+    faults = pod_faults(kube, system_ns=system_ns, app_ns=app_ns)
+    if restart_kubelet is not None:
+        faults["kubelet restarted"] = restart_kubelet
+    kinds = list(faults)
     everything: list[str] = []
     for round_ in range(rounds):
         with platform.step(f"chaos: round {round_}"):
@@ -237,10 +250,8 @@ def run_chaos(
                     assert answer.status_code == 202, answer.text
                     started.append(answer.json()["execution_id"])
             time.sleep(rng.uniform(0.0, 1.5))
-            namespace, selector, deployment = targets[first]
-            kill_pod(kube, namespace=namespace, selector=selector)
+            faults[first]()
             report.faults[first] += 1
-            rollout(kube, namespace=namespace, deployment=deployment)
             # The second lands while the approved calls store their messages.
             views = _held_or_final(kube, system_ns=system_ns, tokens=tokens, executions=started)
             with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (_, lead):
@@ -251,10 +262,8 @@ def run_chaos(
                             json={"decision": "approved", "reviewer_notes": "chaos"},
                         )
             time.sleep(rng.uniform(0.0, 1.0))
-            namespace, selector, deployment = targets[second]
-            kill_pod(kube, namespace=namespace, selector=selector)
+            faults[second]()
             report.faults[second] += 1
-            rollout(kube, namespace=namespace, deployment=deployment)
             everything += started
     with platform.step("chaos: every execution settled"):
         views = _settle_all(

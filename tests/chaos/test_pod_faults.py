@@ -1,6 +1,7 @@
-"""The chaos tier (issue 41): pods of the OE, an AER and a Tool Pod force-deleted on the real node while
-executions start and while their approved side effects run. `make test` runs a short campaign (one round
-per kind of fault); `make chaos` a longer one (CHAOS_ROUNDS, CHAOS_EXECUTIONS, CHAOS_SEED)."""
+"""The chaos tier (issue 41): pods of the OE, an AER and a Tool Pod force-deleted on the real node, and its
+kubelet SIGKILLed and started again, while executions start and while their approved side effects run.
+`make test` runs four rounds (each kind of fault first once); `make chaos` a longer campaign (CHAOS_ROUNDS,
+CHAOS_EXECUTIONS, CHAOS_SEED)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ def test_no_side_effect_twice_and_nothing_lost_while_pods_are_killed(
 ) -> None:
     plane, archives = real_cluster
     assert plane.node is not None
+    node = plane.node
     report = run_chaos(
-        node_platform(plane, archives, plane.node),
-        rounds=int(os.environ.get("CHAOS_ROUNDS", "3")),
+        node_platform(plane, archives, node),
+        restart_kubelet=lambda: node.restart("kubelet"),
+        rounds=int(os.environ.get("CHAOS_ROUNDS", "4")),
         executions_per_round=int(os.environ.get("CHAOS_EXECUTIONS", "4")),
         seed=int(os.environ.get("CHAOS_SEED", "41")),
     )

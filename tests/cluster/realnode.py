@@ -613,6 +613,18 @@ class RealNode:
         self._wait("kube-router", deadline, lambda: "kube-router" in self._state().get("started", []))
         self.network_policies = True
 
+    def restart(self, name: str, *, timeout: float = 120.0) -> None:
+        """SIGKILL one of the node's processes (`kubelet`, say: its pods keep running under containerd) and
+        start it again; returns once it is ready and the node is Ready."""
+        before = self._state().get("restarts", {}).get(name, 0)
+        (self.dir / "restart").mkdir(exist_ok=True)
+        (self.dir / "restart" / name).touch()
+        deadline = time.monotonic() + timeout
+        self._wait(
+            f"{name} restarted", deadline, lambda: self._state().get("restarts", {}).get(name, 0) > before
+        )
+        self._wait("the node Ready", deadline, self._node_ready)
+
     def stop(self) -> None:
         """Stop the node: its PID namespace (and every process in it) first, then the host relay; remove its
         cgroups. Idempotent; the directory goes with the control plane's."""

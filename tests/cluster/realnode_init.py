@@ -216,6 +216,28 @@ class Supervisor:
                     self.failed[name] = -1
                     self.publish(error=str(error))
 
+    def restart_requested(self) -> None:
+        """SIGKILL and start again the plan's processes whose request file (`restart/<name>`) the host wrote
+        (a kubelet restarted under running pods); `restarts` in the state counts each."""
+        for spec in self.plan["processes"]:
+            request = self.node_dir / "restart" / spec["name"]
+            if not request.exists():
+                continue
+            request.unlink()
+            for pid, name in list(self.children.items()):
+                if name == spec["name"]:
+                    self.children.pop(pid)  # its death is the request's, not a failure
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+            try:
+                self.start(spec)
+            except RuntimeError as error:
+                self.failed[spec["name"]] = -1
+                self.publish(error=str(error))
+            restarts = self.state.setdefault("restarts", {})
+            restarts[spec["name"]] = restarts.get(spec["name"], 0) + 1
+            self.publish()
+
     def stop_all(self, grace: float = 5.0) -> None:
         for pid in reversed(list(self.children)):
             with contextlib.suppress(ProcessLookupError):
@@ -245,6 +267,7 @@ def main(argv: list[str]) -> int:
     while not _stop.wait(0.2):
         supervisor.reap()
         supervisor.start_requested()
+        supervisor.restart_requested()
     supervisor.stop_all()
     return 0
 
