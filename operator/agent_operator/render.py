@@ -693,7 +693,8 @@ def _network_policies(
 ) -> tuple[list[Desired], dict[str, dict[str, str]]]:
     """The trust table as NetworkPolicies: deny everything for every Agent's pods, then allow each
     component's paths. Per-Agent separation rests on ingress: an AER and a Tool Pod admit only the OE, and a
-    Memory server only its own Agent's pods (its policy is the Agent's own), so egress rules can be shared.
+    Memory server only its own Agent's pods and the OE (its policy is the Agent's own), so egress rules can
+    be shared.
     Returns the policies and, per component, the pod labels that select its policy."""
     name = agent.meta.name
     memory = agent.spec.components.memory.enabled
@@ -745,6 +746,8 @@ def _network_policies(
         mongodb = agent.spec.components.memory.store.type == "mongodb"
         store_egress = [{"to": _anywhere(settings), "ports": _tcp(MONGODB_PORT)}] if mongodb else []
         callers = [{"podSelector": {"matchLabels": selector(name, c)}} for c in ("aer", "tool")]
+        # The OE forwards clients' knowledge documents (issue 37), with its own statement for this Agent.
+        callers.append(_oe_peer(settings))
         policies.append(
             Desired(
                 manifest={

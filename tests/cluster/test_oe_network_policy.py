@@ -1,6 +1,7 @@
 """The chart's OE NetworkPolicy (issue 27), enforced by kube-router on the real node: who reaches the OE
-(the chart's operator among them, for Connectors' connection tests), whom the OE reaches, and its
-registration watch still passing (the API server's endpoint as installed).
+(the chart's operator among them, for Connectors' connection tests), whom the OE reaches (the Memory
+servers among them, for the knowledge documents), and its registration watch still passing (the API
+server's endpoint as installed).
 
 Stand-ins for an Agent's pods carry the labels the operator renders (agentengine.io/agent, .../component),
 so no operator runs here; `tests/install_flow.py`'s journey checks the same paths between the real ones.
@@ -98,6 +99,8 @@ def _paths(kube: Kube) -> dict[str, bool]:
         ),
         "OE -> AER": connects(kube, namespace=SYSTEM, pod=oe, host=svc("fake-aer"), port=8001),
         "OE -> Tool Pod": connects(kube, namespace=SYSTEM, pod=oe, host=svc("fake-tool"), port=8002),
+        # The client API's knowledge documents (issue 37).
+        "OE -> Memory": connects(kube, namespace=SYSTEM, pod=oe, host=svc("fake-memory"), port=8081),
         "OE -> provider": connects(kube, namespace=SYSTEM, pod=oe, host=svc("provider"), port=8080),
     }
 
@@ -112,6 +115,7 @@ def test_the_oe_policy_admits_aers_and_reaches_runtimes_and_its_registrations_on
     objects = [
         *_server("fake-aer", 8001, {**agent, "agentengine.io/component": "aer"}),
         *_server("fake-tool", 8002, {**agent, "agentengine.io/component": "tool"}),
+        *_server("fake-memory", 8081, {**agent, "agentengine.io/component": "memory"}),
         *_server("provider", 8080, {}),
     ]
     kube.kubectl(
@@ -122,7 +126,7 @@ def test_the_oe_policy_admits_aers_and_reaches_runtimes_and_its_registrations_on
         "-",
         stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": objects}),
     )
-    for name in ("fake-aer", "fake-tool", "provider"):
+    for name in ("fake-aer", "fake-tool", "fake-memory", "provider"):
         kube.kubectl("wait", "-n", APPS, "--for=condition=Ready", f"pod/{name}", "--timeout=180s")
 
     expected = {
@@ -132,6 +136,7 @@ def test_the_oe_policy_admits_aers_and_reaches_runtimes_and_its_registrations_on
         "operator -> OE": True,
         "OE -> AER": True,
         "OE -> Tool Pod": True,
+        "OE -> Memory": True,
         "OE -> provider": False,  # no tool call leaves from the OE itself
     }
     assert eventually("the OE's policy enforced", lambda: _paths(kube) == expected or None, timeout=60)

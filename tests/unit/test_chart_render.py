@@ -343,17 +343,22 @@ def test_the_oe_network_policy_admits_clients_and_aers_and_reaches_runtimes_stor
         assert not matches(aers["podSelector"], _agent_pod_labels(other))
     assert not matches(aers["podSelector"], {COMPONENT_LABEL: "aer"})  # not an Agent's pod
 
-    # Egress: AERs and Tool Pods on their ports, the API server, MongoDB, DNS; nothing else.
+    # Egress: AERs, Tool Pods and Memory servers on their ports, the API server, MongoDB, DNS; nothing else.
     egress = policy["egress"]
     aer_port, tool_port = contract.PORTS[contract.RunnerMode.AER], contract.PORTS[contract.RunnerMode.TOOL]
+    memory_port = contract.PORTS[contract.RunnerMode.MEMORY]
     (to_aer,) = _peers(egress, aer_port)
     (to_tool,) = _peers(egress, tool_port)
+    (to_memory,) = _peers(egress, memory_port)
+    assert matches(to_memory["podSelector"], _agent_pod_labels("memory"))
+    assert not matches(to_memory["podSelector"], _agent_pod_labels("tool"))
+    assert not matches(to_memory["podSelector"], {COMPONENT_LABEL: "memory"})  # not an Agent's pod
     assert matches(to_aer["podSelector"], _agent_pod_labels("aer"))
     assert not matches(to_aer["podSelector"], _agent_pod_labels("tool"))
     assert matches(to_tool["podSelector"], _agent_pod_labels("tool"))
     assert not matches(to_tool["podSelector"], _agent_pod_labels("memory"))
     ports = sorted(p["port"] for rule in egress for p in rule.get("ports", []))
-    assert ports == sorted([aer_port, tool_port, 443, 6443, 27017, 53, 53])
+    assert ports == sorted([aer_port, tool_port, memory_port, 443, 6443, 27017, 53, 53])
     assert all(rule.get("ports") for rule in egress), "an egress rule without ports opens every port"
     dns = [rule for rule in egress if "to" not in rule]
     assert dns == [{"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]

@@ -133,10 +133,12 @@ def test_the_paths_of_the_trust_table_are_open_and_no_other() -> None:
         for dst in ("oe", "bot-a/aer", "bot-a/tool", "bot-a/memory")
         if src != dst and _allowed(policies, pods[src], pods[dst], PORTS[dst.rsplit("/", 1)[-1]])
     }
-    # The OE calls both runtimes; the AER calls the OE; Memory is reached by its own Agent's pods only.
+    # The OE calls both runtimes and the Memory server (the knowledge documents, issue 37); the AER calls
+    # the OE; Memory is reached by its own Agent's pods and the OE only.
     assert open_paths == {
         ("oe", "bot-a/aer"),
         ("oe", "bot-a/tool"),
+        ("oe", "bot-a/memory"),
         ("bot-a/aer", "oe"),
         ("bot-a/aer", "bot-a/memory"),
         ("bot-a/tool", "bot-a/memory"),

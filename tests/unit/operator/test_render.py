@@ -272,9 +272,14 @@ def test_network_policies_implement_the_trust_table() -> None:
     assert {p["port"] for p in tool["egress"][0]["ports"]} == {443, 8080}  # the connectors' base URLs
     memory = policies["support-bot-memory"]["spec"]
     sources = [
-        p["podSelector"]["matchLabels"]["agentengine.io/component"] for p in memory["ingress"][0]["from"]
+        p["podSelector"]["matchLabels"].get("agentengine.io/component") or p["podSelector"]["matchLabels"]
+        for p in memory["ingress"][0]["from"]
     ]
-    assert sources == ["aer", "tool"]
+    # Its own Agent's AER and Tool Pod, and the OE's pods (the knowledge documents, issue 37).
+    assert sources == ["aer", "tool", dict(SETTINGS.oe_pod_labels)]
+    assert memory["ingress"][0]["from"][2]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": SETTINGS.oe_namespace}
+    }
 
 
 def test_a_large_bundle_is_split_across_configmaps_never_truncated() -> None:
