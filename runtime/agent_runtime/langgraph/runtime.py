@@ -59,6 +59,7 @@ class App(base.App):
         self._env = env
         self._thread_resolver: ThreadIdResolver | None = None
         self._checkpointer: PlatformCheckpointer | None = None
+        self._deep_agents = False
 
     @property
     def app_name(self) -> str:
@@ -99,6 +100,33 @@ class App(base.App):
         if self._checkpointer is None:
             self._checkpointer = PlatformCheckpointer.from_settings(checkpoint_settings(self.environ))
         return self._checkpointer
+
+    def enable_deep_agents(self, *, sensitive: Iterable[str] = ()) -> None:
+        """Register the Tool Pod's file tools a deep agent's file system runs on (`files_ls`, `files_read`,
+        ...; backends/tool_sandbox.py). Call it at import; `sensitive` names operations (`write`, `edit`,
+        `delete`, ...) held for review."""
+        from agent_runtime.langgraph.backends import tool_sandbox  # the deepagents extra
+
+        unknown = sorted(set(sensitive) - set(tool_sandbox.FILE_TOOLS))
+        if unknown:
+            raise ToolDefinitionError(
+                f"no file operation {', '.join(map(repr, unknown))}; "
+                f"they are {', '.join(tool_sandbox.FILE_TOOLS)}"
+            )
+        if not self._deep_agents:
+            tool_sandbox.register(self, sensitive=frozenset(sensitive))
+            self._deep_agents = True
+
+    @property
+    def deep_agents_enabled(self) -> bool:
+        return self._deep_agents
+
+    def deep_agent(self, model: Any, **options: Any) -> Any:
+        """A deepagents agent whose every model and tool call is governed (deep_agent.py); in the
+        entrypoint: `return app.deep_agent(model, tools=[...], subagents=[...], skills=[...])`."""
+        from agent_runtime.langgraph.deep_agent import build_deep_agent  # the deepagents extra
+
+        return build_deep_agent(self, model, **options)
 
     def resolve_thread_id(self, func: R) -> R:
         """Use `func(ctx)` as the thread id, verbatim, for new and resumed runs (no workspace suffix)."""

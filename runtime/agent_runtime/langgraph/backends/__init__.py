@@ -1,0 +1,1 @@
+"""deepagents backends whose operations run in the Tool Pod (LG-19)."""

@@ -1,0 +1,71 @@
+"""A deep agent (LangChain's deepagents) on Agent Engine (issue 39): a lead with two subagents and skills.
+
+`researcher` looks topics up (`lookup`), `writer` publishes (`publish`, sensitive: held for a human); the
+file system and the skills are the Tool Pod's (DEEP_AGENT_FILES_ROOT). Both tools append each call that
+really ran to the ledger file the tests count. The model is a key-less ChatOpenAI run in the Tool Pod
+against the scripted loopback peer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from langchain_openai import ChatOpenAI
+
+from agent_runtime.langgraph import App
+from agent_runtime.sdk import RequestContext
+
+app = App(app_name="lg-deep")
+app.enable_deep_agents()
+
+
+def _ledger(entry: dict[str, Any]) -> None:
+    with Path(os.environ["LOOP_LEDGER"]).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+@app.tool(required_secrets=["LOOP_LEDGER"])
+def lookup(topic: str) -> dict[str, Any]:
+    """Look a topic up."""
+    _ledger({"tool": "lookup", "topic": topic})
+    return {"topic": topic, "facts": [f"{topic} is well documented"]}
+
+
+@app.tool(required_secrets=["LOOP_LEDGER"], sensitive=True)
+def publish(text: str) -> dict[str, Any]:
+    """Publish a text."""
+    _ledger({"tool": "publish", "text": text})
+    return {"published": True}
+
+
+def _model() -> ChatOpenAI:
+    return ChatOpenAI(model="loop-model", base_url=os.environ["AGENTIC_LLM_BASE_URL"], max_retries=0)
+
+
+@app.entrypoint
+def build(ctx: RequestContext) -> Any:
+    tools = app.langchain_tools(ctx, names=["lookup", "publish"])
+    by_name = {tool.name: tool for tool in tools}
+    return app.deep_agent(
+        _model(),
+        name="lead",
+        system_prompt="You lead a small team.",
+        subagents=[
+            {
+                "name": "researcher",
+                "description": "Looks topics up.",
+                "system_prompt": "Research the topic.",
+                "tools": [by_name["lookup"]],
+            },
+            {
+                "name": "writer",
+                "description": "Writes and publishes.",
+                "system_prompt": "Write and publish.",
+                "tools": [by_name["publish"]],
+            },
+        ],
+        skills=["/skills/"],
+    )

@@ -1,0 +1,146 @@
+"""A deep agent (deepagents) through real OE, AER and Tool Pod processes (issue 39).
+
+The tenant is `tenant/lg_deep.py`: a lead with two subagents (`researcher` with `lookup`, `writer` with the
+sensitive `publish`) and one skills source whose files are the Tool Pod's. The scripted loopback peer
+answers the models in order; the tools append each call that really ran to the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.loop.harness import AGENT, LLM_KEY, Platform, Tenant
+from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
+from tests.providers.llm_peer import RunningLLMPeer, Turn, running_llm_peer
+
+TENANT = Path(__file__).resolve().parent / "tenant"
+PROJECT = AGENT.split("/", 1)[0]
+SKILL = """---
+name: summarize
+description: Summarize findings in three bullet points.
+---
+# Summarize
+Write three bullets.
+"""
+
+pytestmark = pytest.mark.integration
+
+
+class DeepPlatform(Platform):
+    def _launch(self, env: dict[str, str], *, port: int, timeout: float = 30) -> Any:
+        return super()._launch(env, port=port, timeout=max(timeout, 180))
+
+    def _runtime_env(self, mode: str, port: int) -> dict[str, str]:
+        env = super()._runtime_env(mode, port)
+        if mode == "aer":
+            env.update(
+                CHECKPOINT_STORE="sqlite", CHECKPOINT_SQLITE_PATH=str(self.tmp / "checkpoints.sqlite3")
+            )
+        return env
+
+    def crash_aer(self) -> None:
+        self.processes["aer"].stop(sig=signal.SIGKILL)
+        self.start_aer()
+
+
+@pytest.fixture(scope="module")
+def peer() -> Iterator[RunningLLMPeer]:
+    with running_llm_peer(api_key=LLM_KEY) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("deep-files")
+    (root / "skills" / "summarize").mkdir(parents=True)
+    (root / "skills" / "summarize" / "SKILL.md").write_text(SKILL)
+    # Discovery is not recursive: a SKILL.md two levels down is no skill.
+    (root / "skills" / "nested" / "deeper").mkdir(parents=True)
+    (root / "skills" / "nested" / "deeper" / "SKILL.md").write_text(SKILL.replace("summarize", "deeper"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def platform(
+    tmp_path_factory: pytest.TempPathFactory, module_spawn: Any, peer: RunningLLMPeer, files: Path
+) -> Platform:
+    tmp = tmp_path_factory.mktemp("lg-deep")
+    tenant = Tenant(
+        entrypoint="lg_deep:app",
+        pythonpath=TENANT,
+        bundle=lambda directory, url: write_provider_bundle(directory, base_url=url),
+        tool_env={
+            "OPENAI_API_KEY": LLM_KEY,
+            "ECHO_TOKEN": CONNECTOR_SECRET,
+            "DEEP_AGENT_FILES_ROOT": str(files),
+        },
+    )
+    return DeepPlatform(
+        tmp=tmp,
+        spawn=module_spawn,
+        llm_base_url=peer.base_url,
+        provider_url="http://127.0.0.1:9",
+        tenant=tenant,
+    ).start()
+
+
+def _ledger(platform: Platform) -> list[dict[str, Any]]:
+    path = platform.ledger
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _invoke(platform: Platform, text: str) -> str:
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={
+                "agent": AGENT,
+                "input": {"messages": [{"role": "user", "content": text}]},
+                "session_id": f"deep-{uuid.uuid4().hex[:12]}",
+            },
+        )
+    assert response.status_code == 202, response.text
+    return str(response.json()["execution_id"])
+
+
+def _task(subagent: str, description: str) -> Turn:
+    return Turn.calls(("task", {"description": description, "subagent_type": subagent}))
+
+
+def test_a_deep_agent_with_two_subagents_and_a_skill_runs_governed(
+    platform: Platform, peer: RunningLLMPeer, files: Path
+) -> None:
+    topic = f"tides-{uuid.uuid4().hex[:6]}"
+    peer.push(
+        _task("researcher", f"research {topic}"),
+        Turn.calls(("lookup", {"topic": topic})),  # the researcher
+        Turn.answer(f"{topic}: well documented"),
+        Turn.calls(("write_file", {"file_path": "/notes.md", "content": f"notes on {topic}"})),  # the lead
+        Turn.answer("done"),
+    )
+    asked_from = len(peer.requests)
+    before = len(_ledger(platform))
+    execution_id = _invoke(platform, f"Find out about {topic}")
+    view = platform.wait(execution_id, "completed", "failed", "suspended", timeout=90)
+    assert view["status"] == "completed", view
+    assert view["result"]["messages"][-1]["content"] == "done"
+
+    # The subagent's tool ran in the Tool Pod once; the file the lead wrote is there, not on the AER's disk.
+    assert _ledger(platform)[before:] == [{"tool": "lookup", "topic": topic}]
+    assert (files / "notes.md").read_text() == f"notes on {topic}"
+    audit = platform.audit(execution_id)
+    tools = [r["tool"] for r in audit if r["kind"] == "tool"]
+    assert "lookup" in tools and "files_write" in tools and "files_ls" in tools, tools
+    assert [r["step"] for r in audit if r["kind"] == "llm"], audit
+
+    # The skill was found through the Tool Pod's files (only the immediate child) and offered to the model.
+    first = json.dumps(peer.requests[asked_from].body)
+    assert "Summarize findings in three bullet points." in first
+    assert "deeper" not in first
