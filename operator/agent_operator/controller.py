@@ -215,7 +215,8 @@ class Operator:
         agents: set[AgentKey] = set()
         for key in connectors:
             agents.update(self.agents_using_connector(namespace, key[1]))
-        if kind == "Secret":
+        # The Agent's own references: its Secrets, and its spec.knowledge ConfigMaps and Secrets (issue 37).
+        if kind in ("Secret", "ConfigMap"):
             for key, body in self.agents.items():
                 if key[0] != namespace:
                     continue
@@ -225,7 +226,7 @@ class Operator:
                     ValueError
                 ):  # a body that no longer validates is skipped here, reported by its reconcile
                     continue
-                if name in refs.secrets:
+                if name in (refs.secrets if kind == "Secret" else refs.config_maps):
                     agents.add(key)
         return sorted(agents), connectors
 

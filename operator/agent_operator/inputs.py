@@ -118,6 +118,9 @@ def agent_references(agent: Agent, connectors: Mapping[str, Connector | None]) -
     }
     secrets = {ref.name for refs in component_secret_refs(agent, connectors).values() for _, ref in refs}
     secrets |= {ref.name for _, ref in notify_secret_refs(agent, connectors)}  # spec.notify (issue 34)
+    # spec.knowledge (issue 37): read so that a missing one is named, not left to a pod in ContainerCreating.
+    config_maps |= {e.config_map_name for e in agent.spec.knowledge if e.config_map_name}
+    secrets |= {e.secret_name for e in agent.spec.knowledge if e.secret_name}
     return References(
         connectors=frozenset(agent.spec.connectors) | frozenset(notify_connectors(agent)),
         config_maps=frozenset(config_maps),

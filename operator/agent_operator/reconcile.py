@@ -136,6 +136,7 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         for c in connectors
     ]
     _check_ca_secrets(inputs, connectors)
+    _check_knowledge(inputs)
     ca_values = connector_ca_values(connectors, inputs.config_maps)
 
     secret_env = component_secret_refs(agent, inputs.connectors)
@@ -239,6 +240,29 @@ def _check_ca_secrets(inputs: AgentInputs, connectors: list[Connector]) -> None:
                 condition=BUNDLE,
                 message=f"{where}.key: Secret {ref.name!r} has no key {ref.key!r} (for "
                 f"{connector_ca_env(connector.meta.name)}); add the key or fix the reference",
+            )
+
+
+def _check_knowledge(inputs: AgentInputs) -> None:
+    """A spec.knowledge entry whose ConfigMap or Secret is not there: the kubelet would hold the Tool Pod
+    in ContainerCreating saying nothing on the Agent, so it is refused here, naming the entry."""
+    namespace = inputs.agent.meta.namespace
+    for n, entry in enumerate(inputs.agent.spec.knowledge):
+        where = f"spec.knowledge[{n}] ({entry.name})"
+        cm, secret = entry.config_map_name, entry.secret_name
+        if cm and inputs.config_maps.get(cm) is None:
+            raise InputProblem(
+                reason="KnowledgeMissing",
+                message=f"{where}: ConfigMap {cm!r} does not exist in namespace {namespace}; create it "
+                f"(kubectl create configmap {cm} --from-file=DIR -n {namespace}) or fix "
+                f"spec.knowledge[{n}].configMapName",
+            )
+        if secret and inputs.secrets.get(secret) is None:
+            raise InputProblem(
+                reason="KnowledgeMissing",
+                message=f"{where}: Secret {secret!r} does not exist in namespace {namespace}; create it "
+                f"(kubectl create secret generic {secret} --from-file=DIR -n {namespace}) or fix "
+                f"spec.knowledge[{n}].secretName",
             )
 
 
