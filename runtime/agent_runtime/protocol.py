@@ -199,6 +199,9 @@ class ToolExecuteRequest(Request):
     # LLM calls: the agent streams this call (`astream`), so the OE publishes its deltas (None: it does
     # not, and the field stays off the wire).
     stream: bool | None = None
+    # The agent of a multi-agent graph that makes the call (a LangGraph subagent's `lc_agent_name`, LG-15):
+    # the audit, the execution log and the events name it. Not part of the replay fingerprint.
+    agent_name: str | None = Field(default=None, max_length=256)
 
     @property
     def is_llm(self) -> bool:

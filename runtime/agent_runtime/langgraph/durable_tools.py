@@ -24,6 +24,7 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, create_model
 
 from agent_runtime.langgraph.edited_calls import edit_update
+from agent_runtime.langgraph.subagents import calling_agent
 from agent_runtime.langgraph.suspend import current_graph_run, surface_suspension
 from agent_runtime.langgraph.sync_calls import run_from_worker_thread
 from agent_runtime.sdk.app import DEFAULT_TOOL_TIMEOUT_S, ToolSpec
@@ -106,7 +107,8 @@ class GovernedTool(BaseTool):
         if args:
             raise ToolException(f"tool {self.name!r} takes named arguments only")
         try:
-            outcome = await call_tool_detailed(self.name, kwargs)
+            with calling_agent():  # the subagent asking, for the OE's audit (subagents.py)
+                outcome = await call_tool_detailed(self.name, kwargs)
         except SuspendRequested as signal:
             surface_suspension(signal)
         except (ToolExecutionError, PolicyDeniedException) as exc:

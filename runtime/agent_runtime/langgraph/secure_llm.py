@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field
 from agent_runtime.langgraph.message_chunks import message_chunks
 from agent_runtime.langgraph.messages import from_platform, to_platform_messages
 from agent_runtime.langgraph.stopped_tool_calls import complete_stopped_tool_calls
+from agent_runtime.langgraph.subagents import calling_agent
 from agent_runtime.langgraph.suspend import current_graph_run, surface_suspension
 from agent_runtime.langgraph.sync_calls import run_from_worker_thread
 from agent_runtime.sdk.errors import SuspendRequested
@@ -116,7 +117,8 @@ class GovernedChatModel(BaseChatModel):
             sent = [
                 _without_random_id(m) for m in to_platform_messages(complete_stopped_tool_calls(messages))
             ]
-            answer = await self.secure.ainvoke(sent, tools=tools, **kwargs)
+            with calling_agent():  # the subagent asking, for the OE's audit (subagents.py)
+                answer = await self.secure.ainvoke(sent, tools=tools, **kwargs)
         except SuspendRequested as signal:
             surface_suspension(signal)
         if answer.get("id") is None:
@@ -140,7 +142,8 @@ class GovernedChatModel(BaseChatModel):
             sent = [
                 _without_random_id(m) for m in to_platform_messages(complete_stopped_tool_calls(messages))
             ]
-            deltas, answer = await self.secure.astream_deltas(sent, tools=tools, **kwargs)
+            with calling_agent():
+                deltas, answer = await self.secure.astream_deltas(sent, tools=tools, **kwargs)
         except SuspendRequested as signal:
             surface_suspension(signal)
         if answer.get("id") is None:

@@ -14,7 +14,16 @@ from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.store.base import EventRecord, Store
 
 _STEP_EVENTS = frozenset({"step_started", "step_finished"})
-_DETAIL_KEYS = ("route", "from_cache", "error_category", "approved", "decision", "restarts", "agent")
+_DETAIL_KEYS = (
+    "route",
+    "from_cache",
+    "error_category",
+    "approved",
+    "decision",
+    "restarts",
+    "agent",
+    "agent_name",
+)
 
 
 def log_fields(record: EventRecord) -> dict[str, Any]:

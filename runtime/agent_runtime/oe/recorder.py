@@ -77,6 +77,9 @@ class Recorder:
         cost_of = cost(usage, model, self.prices.overridden_by(caller.prices)) if usage else None
         error_category = answer.error.category if answer and answer.error else None
         secrets = self.ctx.secrets.of(caller)
+        if call.agent_name:
+            # The subagent asking (LG-15); in `detail`, so the audit record's shape stays as it was.
+            detail = {**(detail or {}), "agent_name": call.agent_name}
         spans.annotate_step(
             decision=decision,
             route=route,

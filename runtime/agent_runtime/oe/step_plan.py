@@ -284,8 +284,14 @@ def answer_of(step: int, outcome: CallOutcome, *, from_cache: bool) -> ToolExecu
     )
 
 
+def agent_field(call: ToolExecuteRequest) -> dict[str, str]:
+    """The calling agent of a multi-agent graph (LG-15) for an event's data, when the call names one."""
+    return {"agent_name": call.agent_name} if call.agent_name else {}
+
+
 def step_data(call: ToolExecuteRequest, answer: ToolExecuteAnswer) -> dict[str, Any]:
     data: dict[str, Any] = {"tool": call.tool, "status": answer.status, "from_cache": answer.from_cache}
+    data.update(agent_field(call))
     if answer.error is not None:
         data["error_category"] = answer.error.category
     return data

@@ -19,6 +19,7 @@ from agent_runtime.oe.step_plan import (
     Act,
     Plan,
     Ran,
+    agent_field,
     llm_request,
     not_run,
     outcome_unknown,
@@ -43,7 +44,7 @@ class StepRoutes:
             return Ran(unknown, outcome=unknown.outcome, route="none")
         if plan.act is Act.LOCAL:
             return Ran(plan, route="callback")
-        started: dict[str, Any] = {"tool": plan.tool, "route": "tool_pod"}
+        started: dict[str, Any] = {"tool": plan.tool, "route": "tool_pod", **agent_field(call)}
         if plan.approved:
             started["approved"] = True
         await self.ctx.events.publish(call.execution_id, type="step_started", step=call.step, data=started)

@@ -34,6 +34,7 @@ from agent_runtime.oe.step_plan import (
     Plan,
     Ran,
     Replayed,
+    agent_field,
     agent_suspend,
     allowed,
     answer_of,
@@ -375,11 +376,11 @@ class Steps:
             await self.runs.fail(record, CallError(category=refusal.category, explanation=refusal.message))
             return answer
         if plan.act is Act.DENY:
-            data = {"tool": call.tool, "status": "denied"}
+            data = {"tool": call.tool, "status": "denied", **agent_field(call)}
             await events.publish(call.execution_id, type="step_finished", step=call.step, data=data)
             return answer
         if plan.act is Act.LOCAL:
-            data = {"tool": call.tool, "route": "callback"}
+            data = {"tool": call.tool, "route": "callback", **agent_field(call)}
             await events.publish(call.execution_id, type="step_started", step=call.step, data=data)
             return answer
         if plan.act is Act.CACHED and wants_stream(record, call):

@@ -108,6 +108,19 @@ def run_scope(
         _run_var.reset(run_token)
 
 
+calling_agent_var: ContextVar[str | None] = ContextVar("agent_runtime_calling_agent", default=None)
+
+
+@contextlib.contextmanager
+def calling_agent_scope(name: str | None) -> Iterator[None]:
+    """Name the agent (of a multi-agent graph) whose calls start in this scope; the OE audits it."""
+    token = calling_agent_var.set(name)
+    try:
+        yield
+    finally:
+        calling_agent_var.reset(token)
+
+
 @contextlib.contextmanager
 def step_scope(step: int) -> Iterator[None]:
     """Tag the records logged during one intercepted call with its step."""

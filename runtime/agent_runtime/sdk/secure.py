@@ -35,7 +35,13 @@ from agent_runtime.protocol import (
     validation_problems,
 )
 from agent_runtime.sdk.calls import call_scope, resume_state
-from agent_runtime.sdk.context import RunState, current_run, step_scope, tool_body_scope
+from agent_runtime.sdk.context import (
+    RunState,
+    calling_agent_var,
+    current_run,
+    step_scope,
+    tool_body_scope,
+)
 from agent_runtime.sdk.errors import (
     PlatformFailure,
     PolicyDeniedException,
@@ -226,12 +232,15 @@ class SecureToolWrapper:
         run = _admit(f"calling tool {self.name!r}")
         arguments = _jsonable(dict(args or {}), what=f"the arguments of tool {self.name!r}")
         step = run.allocate_step()
-        return self._call(run, step=step, args=arguments, detailed=detailed)
+        agent = calling_agent_var.get()
+        return self._call(run, step=step, args=arguments, detailed=detailed, agent=agent)
 
-    async def _call(self, run: RunState, *, step: int, args: dict[str, Any], detailed: bool) -> Any:
+    async def _call(
+        self, run: RunState, *, step: int, args: dict[str, Any], detailed: bool, agent: str | None = None
+    ) -> Any:
         with step_scope(step):
             request = ToolExecuteRequest(
-                execution_id=run.context.execution_id, step=step, tool=self.name, args=args
+                execution_id=run.context.execution_id, step=step, tool=self.name, args=args, agent_name=agent
             )
             answer = await _ask(run, request)
             if not answer.proceed:
@@ -415,6 +424,7 @@ class SecureWrappedLLM:
             tools=request_tools,
             options=request_options,
             stream=True if stream else None,
+            agent_name=calling_agent_var.get(),
         )
         return run, request
 

@@ -144,3 +144,69 @@ def test_a_deep_agent_with_two_subagents_and_a_skill_runs_governed(
     first = json.dumps(peer.requests[asked_from].body)
     assert "Summarize findings in three bullet points." in first
     assert "deeper" not in first
+
+
+def _events_until(platform: Platform, execution_id: str, wanted: str) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    with platform.client() as client, client.stream("GET", f"/execution/{execution_id}/events") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line.removeprefix("data: ")))
+                if seen[-1]["type"] == wanted:
+                    return seen
+    raise AssertionError(f"the stream ended without a {wanted!r} event: {seen}")
+
+
+def test_each_call_names_its_subagent_and_a_hold_inside_a_subagent_resumes_there(
+    platform: Platform, peer: RunningLLMPeer
+) -> None:
+    topic = f"reefs-{uuid.uuid4().hex[:6]}"
+    text = f"all about {topic}"
+    peer.push(
+        _task("researcher", f"research {topic}"),
+        Turn.calls(("lookup", {"topic": topic})),
+        Turn.answer(f"{topic}: well documented"),
+        _task("writer", f"publish {topic}"),
+        Turn.calls(("publish", {"text": text})),  # the writer: publish is sensitive, held
+        Turn.answer("published"),
+        Turn.answer("done"),
+    )
+    before = len(_ledger(platform))
+    execution_id = _invoke(platform, f"Research and publish {topic}")
+    view = platform.wait(execution_id, "completed", "failed", "suspended", timeout=90)
+    assert view["status"] == "suspended", view
+    assert _ledger(platform)[before:] == [{"tool": "lookup", "topic": topic}]
+
+    with platform.client() as client:
+        items = client.get(f"/api/v1/projects/{PROJECT}/reviews").json()["items"]
+        review = next(item for item in items if item["execution_id"] == execution_id)
+        assert review["asks"]["tool"] == "publish", review
+        response = client.post(
+            f"/api/v1/projects/{PROJECT}/executions/{execution_id}/resume", json={"decision": "approved"}
+        )
+    assert response.status_code == 202, response.text
+    view = platform.wait(execution_id, "completed", "failed", "suspended", timeout=90)
+    assert view["status"] == "completed", view
+    assert view["result"]["messages"][-1]["content"] == "done"
+    # The held call ran once, after the approval, and the subagent went on from there (its next answer).
+    assert _ledger(platform)[before:] == [
+        {"tool": "lookup", "topic": topic},
+        {"tool": "publish", "text": text},
+    ]
+
+    # The audit names the agent that asked: the lead, or the subagent the task tool ran.
+    audit = platform.audit(execution_id)
+    named = {
+        (r.get("tool"), (r.get("detail") or {}).get("agent_name"))
+        for r in audit
+        if r["kind"] in ("tool", "llm") and r.get("decision") not in ("cached",)
+    }
+    assert ("lookup", "researcher") in named and ("publish", "writer") in named, named
+    assert ("invoke_llm", "lead") in named and ("invoke_llm", "researcher") in named, named
+    assert ("invoke_llm", "writer") in named, named
+    # ... and so do the events (and the execution log, which keeps the events' names).
+    events = _events_until(platform, execution_id, "completed")
+    steps = {
+        (e["data"].get("tool"), e["data"].get("agent_name")) for e in events if e["type"] == "step_finished"
+    }
+    assert ("lookup", "researcher") in steps and ("publish", "writer") in steps, steps

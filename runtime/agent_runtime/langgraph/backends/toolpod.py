@@ -28,6 +28,7 @@ from deepagents.backends.protocol import (
 
 from agent_runtime.langgraph.backends.tool_sandbox import FILE_TOOLS, from_wire, to_wire
 from agent_runtime.langgraph.durable_tools import tool_error_text
+from agent_runtime.langgraph.subagents import calling_agent
 from agent_runtime.langgraph.suspend import current_graph_run, surface_suspension
 from agent_runtime.langgraph.sync_calls import run_from_worker_thread
 from agent_runtime.sdk.errors import PolicyDeniedException, SuspendRequested, ToolExecutionError
@@ -45,7 +46,8 @@ class _Refused(Exception):
 async def _call(op: str, args: dict[str, Any]) -> Any:
     tool = FILE_TOOLS[op]
     try:
-        return from_wire(await call_tool(tool, {k: v for k, v in args.items() if v is not None}))
+        with calling_agent():  # the subagent asking, for the OE's audit (subagents.py)
+            return from_wire(await call_tool(tool, {k: v for k, v in args.items() if v is not None}))
     except SuspendRequested as signal:
         surface_suspension(signal)
     except (ToolExecutionError, PolicyDeniedException) as exc:
