@@ -25,9 +25,10 @@ import binascii
 import hashlib
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -59,7 +60,45 @@ MEMORY_TTL_S = 3600.0
 EXPORT_TTL_S = 900.0
 # Statements valid longer than this are refused whatever they say (a clock or a key misused).
 MAX_TTL_S = 24 * 3600.0
-_CACHE_LIMIT = 50_000
+# Statements kept signed (the OE) or verified (a runtime): a few per execution live at once; expired ones go
+# first, and the oldest beyond the limit (a soak at 24 executions/s grew a runtime ~1.4 KB a call while the
+# limit was 50,000 and nothing expired: issue 41).
+_CACHE_LIMIT = 4096
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _ExpiringCache(Generic[K, V]):
+    """Insertion-ordered entries with an expiry: at each put, expired ones at the front and the oldest
+    beyond `limit` are dropped, so the size follows the statements alive, never the calls made."""
+
+    def __init__(self, limit: int = _CACHE_LIMIT) -> None:
+        self._limit = limit
+        self._entries: OrderedDict[K, tuple[V, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K, *, now: float) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[1] <= now:
+            del self._entries[key]
+            return None
+        return entry[0]
+
+    def put(self, key: K, value: V, *, expires: float, now: float) -> None:
+        entries = self._entries
+        entries.pop(key, None)
+        while entries and (len(entries) >= self._limit or next(iter(entries.values()))[1] <= now):
+            entries.popitem(last=False)
+        entries[key] = (value, expires)
+
+    def discard(self, key: K) -> None:
+        self._entries.pop(key, None)
 
 
 class StatementError(ValueError):
@@ -245,7 +284,7 @@ class StatementSigner:
         self._clock = clock
         self._call_ttl_s = call_ttl_s
         self._parsed: dict[str, _Key] = {}
-        self._cache: dict[tuple[object, ...], tuple[str, float, float]] = {}
+        self._cache: _ExpiringCache[tuple[object, ...], str] = _ExpiringCache()
         self._parse(key.current())  # a bad key fails at start-up, not on the first call
 
     def __repr__(self) -> str:
@@ -293,10 +332,10 @@ class StatementSigner:
         ttl = self._call_ttl_s if ttl_s is None else ttl_s
         now = self._clock()
         cache_key = (key.kid, audience, agent, workspace, execution_id, user_id, org_id, purpose, ttl)
-        hit = self._cache.get(cache_key)
         # Reused while more than half its life is left: the receiver never gets one about to expire.
-        if hit is not None and hit[2] > now:
-            return hit[0]
+        hit = self._cache.get(cache_key, now=now)
+        if hit is not None:
+            return hit
         claims = Claims(
             aud=audience,
             agent=agent,
@@ -310,9 +349,7 @@ class StatementSigner:
         )
         assert key.private is not None
         statement = sign(claims, key.private, kid=key.kid)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[cache_key] = (statement, claims.exp, now + ttl / 2)
+        self._cache.put(cache_key, statement, expires=now + ttl / 2, now=now)
         return statement
 
 
@@ -323,7 +360,7 @@ class StatementVerifier:
         self._key = key
         self._clock = clock
         self._parsed: dict[str, _Key] = {}
-        self._cache: dict[str, tuple[Claims, str]] = {}
+        self._cache: _ExpiringCache[str, tuple[Claims, str]] = _ExpiringCache()
         self._keys()  # a bad key fails at start-up
 
     def __repr__(self) -> str:
@@ -358,21 +395,19 @@ class StatementVerifier:
     ) -> Claims:
         """The statement's claims, or StatementError saying why it is refused."""
         now = self._clock()
-        hit = self._cache.get(statement)
+        hit = self._cache.get(statement, now=now)
         if hit is not None:
             claims, kid = hit
-            if claims.exp > now and kid in self._keys():
+            if kid in self._keys():
                 check_claims(claims, audience=audience, workspace=workspace, purposes=purposes)
                 return claims
-            del self._cache[statement]
+            self._cache.discard(statement)
         keys = self._keys()
         kid = statement.split(".", 2)[1] if statement.count(".") == 3 else ""
         if kid and kid not in keys:
             keys = self._keys(self._key.alternatives(""))  # the file may have changed: look again now
         claims = parse_verified(statement, keys, now=now)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[statement] = (claims, kid)
+        self._cache.put(statement, (claims, kid), expires=claims.exp, now=now)
         check_claims(claims, audience=audience, workspace=workspace, purposes=purposes)
         return claims
 

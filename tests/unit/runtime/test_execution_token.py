@@ -130,3 +130,24 @@ def test_memory_scope_is_the_statements_and_export_is_read_only() -> None:
         check_operation("write", purpose="export")
     with pytest.raises(ScopeRefused):
         check_operation("list", purpose="control")
+
+
+def test_the_caches_hold_the_statements_alive_not_every_call_made() -> None:
+    """A runtime verifying a statement per execution, 20 a second for 5 minutes (issue 41's soak grew the
+    Tool Pod ~1.4 KB a call): expired statements leave the caches, which stay under their limit."""
+    from agent_runtime.execution_token import _CACHE_LIMIT
+
+    clock = Clock()
+    signer, verifier, _ = _pair(clock)
+    for index in range(6_000):
+        clock.now += 0.05
+        statement = _issue(signer, execution_id=f"ex-{index}")
+        verifier.verify(statement, audience="tool", workspace="team-a.loop")
+        # Alive: 60 s of statements at 20 a second (the signer's half life: 30 s of them).
+        assert len(verifier._cache) <= min(_CACHE_LIMIT, 1201)
+        assert len(signer._cache) <= min(_CACHE_LIMIT, 601)
+    # A cached statement is still answered from the cache; an expired one is refused, not served from it.
+    clock.now += 61
+    with pytest.raises(StatementError) as refused:
+        verifier.verify(statement, audience="tool", workspace="team-a.loop")
+    assert refused.value.reason == "expired"
