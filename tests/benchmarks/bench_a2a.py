@@ -10,6 +10,12 @@ round so load drifts hit each alike:
 - A2A, official client: the same through a2a-sdk's client (its protobuf conversions included).
 
 Medians, p90 and the ratio to the baseline; the OE's CPU per turn for each way.
+
+Then a child Agent call against a plain tool call (`tests/integration/a2a/child.py`): the loop tenant's
+turn with one `shout` call (a Tool Pod tool), against the same turn whose one call is `a2a_child.run`,
+an A2A `SendMessage` from the Tool Pod to the OE that starts a child execution doing that `shout`. Each
+turn is `/invoke` + its event stream to the end + `GET /execution/{id}`, interleaved; the added p50 is
+what a governed child execution costs over the plain call.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -29,10 +36,19 @@ from google.protobuf import json_format, struct_pb2
 
 from tests.benchmarks.bench_oe import AGENT, CLIENT_TOKEN, Stack, _ms
 from tests.benchmarks.bench_toolpod import _cpu_seconds, _percentile
+from tests.conftest import Process
+from tests.integration.a2a.child import CHILD_TOOL, child_platform
+from tests.integration.loop.harness import AGENT as LOOP_AGENT
+from tests.integration.loop.harness import CLIENT_TOKEN as LOOP_TOKEN
+from tests.providers.echo_provider import running_echo_provider
+from tests.providers.llm_peer import running_llm_peer
 
 ROUNDS = 60
 WARMUP = 5
 TURN = {"hold_s": 0}
+CHILD_ROUNDS = 30
+PLAIN = {"mode": "calls", "calls": [["shout", {"text": "hi"}]]}
+VIA_CHILD = {"mode": "calls", "calls": [[CHILD_TOOL, {"data": PLAIN}]]}
 
 
 async def _invoke_turn(client: httpx.AsyncClient) -> None:
@@ -100,6 +116,67 @@ async def _measure(oe_port: int, oe_pid: int) -> dict[str, tuple[list[float], fl
     return {name: (times[name], cpu[name] / ROUNDS) for name in ways}
 
 
+async def _loop_turn(client: httpx.AsyncClient, task: dict[str, object]) -> None:
+    response = await client.post("/invoke", json={"agent": LOOP_AGENT, "input": task})
+    execution_id = response.json()["execution_id"]
+    async with client.stream("GET", f"/execution/{execution_id}/events") as events:
+        async for line in events.aiter_lines():
+            if line.startswith("event: ") and line[7:] in ("completed", "failed", "cancelled", "suspended"):
+                break
+    view = (await client.get(f"/execution/{execution_id}")).json()
+    if view["status"] != "completed" or "error" in str(view["result"]):
+        raise RuntimeError(f"the turn ended {view['status']}: {view.get('result')}")
+
+
+async def _measure_child(oe_url: str) -> dict[str, list[float]]:
+    ways = {"plain tool call (shout)": PLAIN, "child Agent call (a2a_child.run -> shout)": VIA_CHILD}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    headers = {"authorization": f"Bearer {LOOP_TOKEN}"}
+    async with httpx.AsyncClient(base_url=oe_url, headers=headers, timeout=60) as http:
+        for round_ in range(WARMUP + CHILD_ROUNDS):
+            for name, task in ways.items():
+                started = time.perf_counter()
+                await _loop_turn(http, task)
+                if round_ >= WARMUP:
+                    times[name].append(time.perf_counter() - started)
+    return times
+
+
+def _child_figures(tmp: Path) -> dict[str, list[float]]:
+    started: list[Process] = []
+
+    def spawn(argv: list[str], *, env: dict[str, str] | None = None, name: str = "") -> Process:
+        log_path = tmp / f"{name or 'proc'}.log"
+        with log_path.open("wb") as log:
+            popen = subprocess.Popen(
+                argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        proc = Process(argv=argv, popen=popen, log_path=log_path, name=name)
+        started.append(proc)
+        return proc
+
+    try:
+        with running_llm_peer() as llm, running_echo_provider() as provider:
+            platform = child_platform(
+                tmp=tmp, spawn=spawn, llm_base_url=llm.base_url, provider_url=provider.url
+            )
+            return asyncio.run(_measure_child(platform.oe_url))
+    finally:
+        for proc in started:
+            proc.stop(timeout=5)
+
+
+def _report_child(figures: dict[str, list[float]]) -> None:
+    baseline = statistics.median(next(iter(figures.values())))
+    print(f"{CHILD_ROUNDS} loop-tenant turns each way, interleaved (one call each):")
+    for name, times in figures.items():
+        p50 = statistics.median(times)
+        print(
+            f"  {name:44s} p50 {_ms(p50)}  p90 {_ms(_percentile(times, 0.9))}  "
+            f"x{p50 / baseline:.2f} (added p50 {_ms(p50 - baseline)})"
+        )
+
+
 def main() -> None:
     print("load average before: {:.2f} {:.2f} {:.2f} (2 cores shared)".format(*os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="bench-a2a-") as tmp:
@@ -118,6 +195,8 @@ def main() -> None:
             f"  {name:34s} p50 {_ms(p50)}  p90 {_ms(_percentile(times, 0.9))}  "
             f"x{p50 / baseline:.2f} of the baseline (added p50 {_ms(p50 - baseline)})  OE CPU/turn {_ms(cpu)}"
         )
+    with tempfile.TemporaryDirectory(prefix="bench-a2a-child-") as tmp:
+        _report_child(_child_figures(Path(tmp)))
     print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
