@@ -59,6 +59,7 @@ def test_the_oe_lists_connector_types_from_the_registry(
         "stripe",
         "google",
         "mcp",
+        "agent",
     }
     assert body["other_sources"] == ["openapi"]
     postgres = types["postgres"]
