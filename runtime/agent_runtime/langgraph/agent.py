@@ -10,6 +10,8 @@
   OE, not LangGraph, holds the reviewer's decision, and a stale value would answer a new interrupt.
 - A rejected native `interrupt()` resumes its node, where `interrupt()` raises `InterruptRejected`; a
   node that does not catch it fails the turn, and its pending task is discarded so the next turn runs.
+- A run the OE starts again after its AER was lost (a resume whose thread's latest checkpoint is the
+  execution's own, with no ledger) replays the turn from its first checkpoint (checkpoint_branch.py).
 - No checkpoint on resume (a memory saver in another replica or a restarted process) is an error naming
   the fix (CP-07), never a silent fresh start.
 - A graph compiled without a checkpointer cannot resume from one: its suspension ends the run as the base
@@ -26,6 +28,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic_core import to_jsonable_python
 
+from agent_runtime.langgraph.checkpoint_branch import execution_metadata, turn_start
 from agent_runtime.langgraph.checkpointer import CHECKPOINT_SQLITE_PATH_ENV, MONGODB_URI_ENV
 from agent_runtime.langgraph.interrupt_rejection import InterruptRejected
 from agent_runtime.langgraph.messages import to_platform
@@ -93,11 +96,18 @@ class LangGraphAgent:
         thread_id = self._thread_id(context)
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
         config.update(node_log_config(context.execution_id))  # LG-16: each node in the execution log
+        config["metadata"] = execution_metadata(context.execution_id)
         checkpointer = graph_checkpointer(self.graph)
         ledger = StepLedger(execution_id=context.execution_id)
         graph_input = value
+        run_config = config
         if context.resume and checkpointer is not None:
-            ledger = await self._restored_ledger(checkpointer, config, thread_id=thread_id)
+            restarted = await turn_start(checkpointer, thread_id=thread_id, execution_id=context.execution_id)
+            if restarted is not None and not await self._has_ledger(checkpointer, config):
+                # Cut short by a lost AER: the turn again from its start, on a branch (checkpoint_branch.py).
+                run_config = {**config, "configurable": dict(restarted["configurable"])}
+            else:
+                ledger = await self._restored_ledger(checkpointer, config, thread_id=thread_id)
             graph_input = None
         elif checkpointer is not None:
             # A failed turn may have left tool calls unanswered: say they stopped (thread_recovery.py).
@@ -110,7 +120,7 @@ class LangGraphAgent:
         )
         with graph_run_scope(scope):
             try:
-                result = await self._run(graph_input, config)
+                result = await self._run(graph_input, run_config)
             except InterruptRejected:
                 # Uncaught by the node: the turn fails and its pending task goes, so the next turn runs.
                 if checkpointer is not None:
@@ -182,6 +192,13 @@ class LangGraphAgent:
             resume_value(holding, reply)  # raises HoldRejected
         # An interrupt, approved or rejected, resumes its node (a rejection raises InterruptRejected there).
         return resume_value(holding, reply)
+
+    @staticmethod
+    async def _has_ledger(checkpointer: BaseCheckpointSaver, config: dict[str, Any]) -> bool:
+        found = await checkpointer.aget_tuple(config)
+        execution_id = current_run().context.execution_id
+        writes = found.pending_writes if found is not None else None
+        return StepLedger.from_pending_writes(writes, execution_id=execution_id) is not None
 
     async def _restored_ledger(
         self, checkpointer: BaseCheckpointSaver, config: dict[str, Any], *, thread_id: str

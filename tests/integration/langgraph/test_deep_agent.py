@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,10 @@ class DeepPlatform(Platform):
                 CHECKPOINT_STORE="sqlite", CHECKPOINT_SQLITE_PATH=str(self.tmp / "checkpoints.sqlite3")
             )
         return env
+
+    def start_oe(self, *, extra: Mapping[str, str] | None = None) -> None:
+        # A restarted AER imports LangChain and deepagents again: give it long enough to come back.
+        super().start_oe(extra={"OE_AER_LOST_AFTER_S": "60", **(extra or {})})
 
     def crash_aer(self) -> None:
         self.processes["aer"].stop(sig=signal.SIGKILL)
@@ -210,3 +215,38 @@ def test_each_call_names_its_subagent_and_a_hold_inside_a_subagent_resumes_there
         (e["data"].get("tool"), e["data"].get("agent_name")) for e in events if e["type"] == "step_finished"
     }
     assert ("lookup", "researcher") in steps and ("publish", "writer") in steps, steps
+
+
+def test_an_aer_crash_mid_subagent_replays_the_turn_and_runs_no_side_effect_twice(
+    platform: DeepPlatform, peer: RunningLLMPeer
+) -> None:
+    """The AER is SIGKILLed while the researcher's `lookup` runs in the Tool Pod; the OE starts the run
+    again on the new AER, which replays the turn from its first checkpoint against the replay cache."""
+    topic = f"gate-{uuid.uuid4().hex[:6]}"
+    peer.push(
+        _task("researcher", f"research {topic}"),
+        Turn.calls(("lookup", {"topic": topic})),
+        Turn.answer(f"{topic}: well documented"),
+        Turn.answer("done"),
+    )
+    asked_from = len(peer.requests)
+    before = len(_ledger(platform))
+    gates = platform.ledger.parent / "gates"
+    execution_id = _invoke(platform, f"Find out about {topic}")
+    deadline = time.monotonic() + 90
+    while not (gates / f"at-{topic}").exists():
+        assert time.monotonic() < deadline, "lookup never started"
+        time.sleep(0.05)
+    platform.crash_aer()
+    (gates / f"go-{topic}").touch()
+    view = platform.wait(execution_id, "completed", "failed", "suspended", timeout=120)
+    assert view["status"] == "completed", (view.get("error"), view)
+    assert view["result"]["messages"][-1]["content"] == "done"
+    assert view["restarts"] >= 1, view
+    # The side effect ran once, and the model was asked each question once: the rest came from the cache.
+    assert _ledger(platform)[before:] == [{"tool": "lookup", "topic": topic}]
+    assert len(peer.requests) - asked_from == 4
+    audit = platform.audit(execution_id)
+    assert any(r["kind"] == "restart" for r in audit), audit
+    replayed = [r for r in audit if r.get("tool") == "lookup" and r["kind"] == "tool"]
+    assert all((r.get("detail") or {}).get("agent_name") == "researcher" for r in replayed), replayed

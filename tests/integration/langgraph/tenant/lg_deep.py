@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,22 @@ def _ledger(entry: dict[str, Any]) -> None:
         out.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
+def _gate(topic: str) -> None:
+    """A topic named `gate-...` waits (at most 60 s) for the test's go, after saying it got here."""
+    if not topic.startswith("gate-"):
+        return
+    gates = Path(os.environ["LOOP_LEDGER"]).parent / "gates"
+    gates.mkdir(exist_ok=True)
+    (gates / f"at-{topic}").touch()
+    deadline = time.monotonic() + 60
+    while not (gates / f"go-{topic}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @app.tool(required_secrets=["LOOP_LEDGER"])
 def lookup(topic: str) -> dict[str, Any]:
     """Look a topic up."""
+    _gate(topic)
     _ledger({"tool": "lookup", "topic": topic})
     return {"topic": topic, "facts": [f"{topic} is well documented"]}
 

@@ -1,0 +1,48 @@
+"""Branching a thread from one of its checkpoints (issue 39): the replay of a turn an AER crash cut short.
+
+Each checkpoint a run writes carries its execution id in the checkpoint metadata (`EXECUTION_KEY`, from
+the run config's `metadata`, which LangGraph copies there). A run the OE starts again after its AER was
+lost arrives as a resume, but its thread's latest checkpoint holds no step ledger (none was saved: the
+run did not suspend). When that checkpoint is this execution's own, the turn is replayed from its start:
+LangGraph continues from the execution's first checkpoint (its input already applied) with no input, a
+new branch of the thread, and the calls get the numbers they had, 1, 2, 3..., so the OE answers each
+from its replay cache and nothing that already ran runs again (a subagent's included: its subgraph's
+checkpoints are keyed by the parent's task, which is new on the branch, so it starts over and replays).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+EXECUTION_KEY = "agent_engine_execution_id"
+_INPUT = "input"
+
+
+def execution_metadata(execution_id: str) -> dict[str, Any]:
+    """The run config's `metadata`: every checkpoint of the run names its execution."""
+    return {EXECUTION_KEY: execution_id}
+
+
+async def turn_start(
+    checkpointer: BaseCheckpointSaver, *, thread_id: str, execution_id: str
+) -> dict[str, Any] | None:
+    """The config of `execution_id`'s first checkpoint on the thread, when the thread's latest checkpoint
+    is also that execution's (it was cut short); None otherwise (another turn ran since, or none)."""
+    root = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    first: Any = None
+    latest_seen = False
+    async for found in checkpointer.alist(root):
+        if (found.config.get("configurable") or {}).get("checkpoint_ns", ""):
+            continue
+        owner = (found.metadata or {}).get(EXECUTION_KEY)
+        if not latest_seen:
+            latest_seen = True
+            if owner != execution_id:
+                return None
+        if owner != execution_id:
+            break  # newest first: the execution's checkpoints end here
+        if (found.metadata or {}).get("source") == _INPUT:
+            first = found
+    return None if first is None else dict(first.config)
