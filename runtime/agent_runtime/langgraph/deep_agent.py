@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from deepagents import create_deep_agent
 from langchain_core.language_models import BaseChatModel
@@ -37,8 +37,21 @@ from agent_runtime.langgraph.secure_llm import GovernedChatModel
 from agent_runtime.sdk.context import active_run
 from agent_runtime.sdk.input_schema import ToolDefinitionError
 
-if TYPE_CHECKING:
-    from agent_runtime.langgraph.runtime import App
+
+class App(Protocol):
+    """What the deep agent needs of the LangGraph App (runtime.py imports this module, not the reverse)."""
+
+    name: str
+
+    @property
+    def environ(self) -> Mapping[str, str]: ...
+    @property
+    def tools(self) -> Mapping[str, Any]: ...
+    @property
+    def deep_agents_enabled(self) -> bool: ...
+    def llm(self, llm: Any, *, llm_id: str = ...) -> GovernedChatModel: ...
+    def checkpointer(self) -> Any: ...
+
 
 DEFAULT_LLM_ID = "deep-agent"
 
