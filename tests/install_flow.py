@@ -202,23 +202,34 @@ def port_forward(
 ) -> Iterator[str]:
     """`kubectl port-forward svc/...` on a free loopback port; yields its base URL once /healthz answers.
 
-    The first polls run before kubectl listens: refused connections are retried, and the port-forward is
-    stopped whatever happens.
+    The first polls run before kubectl listens: refused connections are retried, and a kubectl that gives up
+    (the node's kubelet not serving yet, just after its restart) is started again until `timeout`; the
+    port-forward is stopped whatever happens.
     """
     from tests.conftest import free_port
 
     local = free_port()
-    proc = subprocess.Popen(
-        [str(kube.bin_dir / "kubectl"), "port-forward", "--namespace", namespace, f"svc/{service}",
-         f"{local}:{remote}", "--address", "127.0.0.1"],
-        env=dict(kube.env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    argv = [
+        str(kube.bin_dir / "kubectl"), "port-forward", "--namespace", namespace, f"svc/{service}",
+        f"{local}:{remote}", "--address", "127.0.0.1",
+    ]  # fmt: skip
+    running: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        running.append(
+            subprocess.Popen(argv, env=dict(kube.env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        )
+
     base = f"http://127.0.0.1:{local}"
+    start()
     try:
 
         def healthy() -> bool:
+            proc = running[-1]
             if proc.poll() is not None:
-                raise AssertionError(f"kubectl port-forward exited {proc.returncode}: {proc.stderr.read()!r}")
+                error = proc.stderr.read() if proc.stderr is not None else b""
+                start()
+                raise StepFailed(f"kubectl port-forward exited {proc.returncode}: {error!r}")
             return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
 
         eventually(
@@ -226,14 +237,16 @@ def port_forward(
         )
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        for proc in running:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+            if proc.stderr is not None:
+                proc.stderr.close()
 
 
 def oe_statement(

@@ -33,6 +33,7 @@ from tests.install_flow import (
     SETTLED,
     Kube,
     Platform,
+    StepFailed,
     client_identity,
     component_selector,
     crds_established,
@@ -153,7 +154,7 @@ def _settle_all(
                     if all(v["status"] in FINAL or v["status"] == "lost" for v in views.values()):
                         return views
                     time.sleep(1.0)
-        except (httpx.HTTPError, AssertionError):
+        except (httpx.HTTPError, StepFailed):
             time.sleep(2.0)  # the OE's pod went with the port-forward: forward to its successor
     return views
 
@@ -172,7 +173,7 @@ def _held_or_final(
                     if all(v["status"] in SETTLED or v["status"] == "lost" for v in views.values()):
                         return views
                     time.sleep(1.0)
-        except (httpx.HTTPError, AssertionError):
+        except (httpx.HTTPError, StepFailed):
             time.sleep(2.0)
     return views
 
