@@ -214,10 +214,24 @@ def run_chaos(
             "-f", str(EXAMPLES / "echo-agent.yaml"),
         )  # fmt: skip
         wait_agent_ready(kube, namespace=app_ns, timeout=300)
-        total = rounds * executions_per_round
+        # A round's executions all ask their first question before any is approved, then each asks its
+        # second: so a round's turns are its createMessage calls, then its answers. A fault that makes the
+        # model be asked again shifts the turns (an execution may then store a second, different message, or
+        # none); the ledger's check stays exact: no text is ever stored twice.
         script = [
-            {"tool_calls": [{"name": "echo_createMessage", "args": {"text": f"chaos message {i}"}}]}
-            for i in range(total)
+            turn
+            for round_ in range(rounds)
+            for turn in [
+                *(
+                    {
+                        "tool_calls": [
+                            {"name": "echo_createMessage", "args": {"text": f"chaos message {round_}.{i}"}}
+                        ]
+                    }
+                    for i in range(executions_per_round)
+                ),
+                *({"text": "stored"} for _ in range(executions_per_round)),
+            ]
         ]
         use_llm_peer(kube, app_ns=app_ns, script=script)
         tokens = (

