@@ -46,3 +46,48 @@ async def turn_start(
         if (found.metadata or {}).get("source") == _INPUT:
             first = found
     return None if first is None else dict(first.config)
+
+
+async def copy_turn_start(
+    checkpointer: BaseCheckpointSaver,
+    *,
+    thread_id: str,
+    execution_id: str,
+    to_thread_id: str,
+    to_execution_id: str,
+) -> str:
+    """Copy the thread's lineage up to `execution_id`'s first checkpoint (its turn start) into
+    `to_thread_id`, that last one marked as `to_execution_id`'s: the checkpoint a fork's run replays the
+    turn from (session fork, LG-18). Returns its id; the source thread is only read. Raises LookupError
+    when the execution wrote no checkpoint on the thread."""
+    root = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    lineage = [
+        found
+        async for found in checkpointer.alist(root)
+        if not (found.config.get("configurable") or {}).get("checkpoint_ns", "")
+    ]
+    lineage.reverse()  # oldest first
+    start = next(
+        (
+            index
+            for index, found in enumerate(lineage)
+            if (found.metadata or {}).get(EXECUTION_KEY) == execution_id
+            and (found.metadata or {}).get("source") == _INPUT
+        ),
+        None,
+    )
+    if start is None:
+        raise LookupError(f"execution {execution_id!r} wrote no checkpoint on thread {thread_id!r}")
+    parent: dict[str, Any] = {"configurable": {"thread_id": to_thread_id, "checkpoint_ns": ""}}
+    for index, found in enumerate(lineage[: start + 1]):
+        metadata = dict(found.metadata or {})
+        if index == start:
+            metadata[EXECUTION_KEY] = to_execution_id
+        checkpoint = found.checkpoint
+        parent = await checkpointer.aput(
+            parent,
+            checkpoint,
+            metadata,
+            dict(checkpoint.get("channel_versions") or {}),  # type: ignore[arg-type]
+        )
+    return str(lineage[start].checkpoint["id"])

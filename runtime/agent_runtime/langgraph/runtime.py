@@ -151,6 +151,25 @@ class App(base.App):
             self, session_id=session_id, workspace_id=workspace_id, values=values, as_node=as_node
         )
 
+    async def fork_thread(
+        self,
+        session_id: str,
+        *,
+        workspace_id: str,
+        execution_id: str,
+        to_session_id: str,
+        to_execution_id: str,
+    ) -> dict[str, Any]:
+        """Session fork (LG-18): copy the session's thread up to `execution_id`'s turn (threads.py)."""
+        return await threads.fork_thread(
+            self,
+            session_id=session_id,
+            workspace_id=workspace_id,
+            execution_id=execution_id,
+            to_session_id=to_session_id,
+            to_execution_id=to_execution_id,
+        )
+
     async def session_history(self, session_id: str, *, workspace_id: str) -> list[dict[str, Any]]:
         """The session's messages (LG-13), platform dicts."""
         return await threads.session_history(self, session_id=session_id, workspace_id=workspace_id)

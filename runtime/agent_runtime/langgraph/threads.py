@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from agent_runtime.langgraph.agent import graph_checkpointer, is_compiled_graph, jsonable_state
+from agent_runtime.langgraph.checkpoint_branch import copy_turn_start
 from agent_runtime.langgraph.model_keys import set_placeholder_keys
 from agent_runtime.langgraph.query import session_messages
 from agent_runtime.langgraph.thread_id import scoped_thread_id
@@ -127,3 +128,33 @@ async def sessions(app: ThreadApp, *, workspace_id: str, limit: int = 200) -> li
             if len(found) >= limit:
                 break
     return found
+
+
+async def fork_thread(
+    app: ThreadApp,
+    *,
+    session_id: str,
+    workspace_id: str,
+    execution_id: str,
+    to_session_id: str,
+    to_execution_id: str,
+) -> dict[str, Any]:
+    """Session fork (LG-18): the session's thread up to `execution_id`'s turn start, copied into
+    `to_session_id`'s thread for the OE's fork execution `to_execution_id` to replay from."""
+    graph, config = _graph(app, session_id=session_id, workspace_id=workspace_id)
+    checkpointer = graph_checkpointer(graph)
+    assert checkpointer is not None
+    target = scoped_thread_id(to_session_id, workspace_id)
+    if await checkpointer.aget_tuple({"configurable": {"thread_id": target}}) is not None:
+        raise ThreadUnavailable(409, f"session {to_session_id!r} already has a thread: fork into a new one")
+    try:
+        checkpoint_id = await copy_turn_start(
+            checkpointer,
+            thread_id=config["configurable"]["thread_id"],
+            execution_id=execution_id,
+            to_thread_id=target,
+            to_execution_id=to_execution_id,
+        )
+    except LookupError as exc:
+        raise ThreadUnavailable(404, str(exc)) from None
+    return {"session_id": to_session_id, "forked_from": session_id, "checkpoint_id": checkpoint_id}

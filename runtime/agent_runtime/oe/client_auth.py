@@ -131,7 +131,7 @@ _GATEWAY_RESUME = re.compile(r"^/api/v1/projects/[^/]+/executions/[^/]+/resume$"
 _REVIEWS = re.compile(r"^/api/v1/projects/[^/]+/reviews$")
 _MEMORY_EXPORT = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/memory-export-token$")
 # LangGraph threads (servers/oe_threads.py): the handler checks the Agent's right itself.
-_SESSIONS = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/sessions(/[^/]+/(messages|state))?$")
+_SESSIONS = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/sessions(/[^/]+/(messages|state|fork))?$")
 _KNOWLEDGE = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/knowledge/documents$")
 _CONNECTOR_TEST = re.compile(r"^/api/v1/projects/[^/]+/agents/[^/]+/connectors/[^/]+/test$")
 # An Agent's A2A server (servers/a2a.py): its card and its JSON-RPC endpoint; each method checks its verb.
@@ -155,6 +155,8 @@ def route_need(method: str, path: str) -> RouteNeed | None:
         return RouteNeed("agent", READ)
     if method == "POST" and _SESSIONS.match(path) and path.endswith("/state"):
         return RouteNeed("agent", APPROVE)
+    if method == "POST" and _SESSIONS.match(path) and path.endswith("/fork"):
+        return RouteNeed("agent", INVOKE)  # a fork starts an execution (servers/oe_threads.py)
     if method == "POST" and _MEMORY_EXPORT.match(path):
         return RouteNeed("agent", MEMORY_EXPORT)
     if _KNOWLEDGE.match(path) and method in ("POST", "DELETE", "GET"):

@@ -30,6 +30,7 @@ from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.errors import BadReview, Conflict, NotFound, UnknownAgent
 from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.executions import Executions
+from agent_runtime.oe.forks import Forks
 from agent_runtime.oe.holds import APPROVAL_REQUIRED
 from agent_runtime.oe.leases import leases_for
 from agent_runtime.oe.limiter import Limiter
@@ -131,6 +132,7 @@ class Orchestrator:
         notices = ReviewNotices(self.notifier, secrets=self.ctx.secrets)
         self.runs = Runs(self.ctx, drains=self.drains, aer_lost_after_s=aer_lost_after_s)
         self.executions = Executions(self.ctx, limiter=self.limiter, runs=self.runs)
+        self.forks = Forks(self.ctx, runs=self.runs)
         self.steps = Steps(
             self.ctx,
             executions=self.executions,
@@ -186,6 +188,20 @@ class Orchestrator:
 
     async def invoke(self, request: InvokeRequest, *, invoked_by: Identity | None = None) -> ExecutionRecord:
         return await self.executions.invoke(request, invoked_by=invoked_by)
+
+    async def fork(
+        self,
+        execution_id: str,
+        *,
+        step: int,
+        agent: str,
+        session_id: str | None = None,
+        invoked_by: Identity | None = None,
+    ) -> ExecutionRecord:
+        """A finished execution's turn again in a new session, steps before `step` cached (oe/forks.py)."""
+        return await self.forks.fork(
+            execution_id, step=step, agent=agent, session_id=session_id, invoked_by=invoked_by
+        )
 
     async def get(self, execution_id: str, *, project_id: str | None = None) -> ExecutionRecord:
         return await self.executions.get(execution_id, project_id=project_id)

@@ -2,6 +2,8 @@
 
 - `GET /threads/{session_id}/state`: the thread as `graph.get_state` sees it (values, next, interrupts).
 - `POST /threads/{session_id}/state` `{"values": {...}, "as_node": "..."?}`: `graph.update_state`.
+- `POST /threads/{session_id}/fork` `{"execution_id", "to_session_id", "to_execution_id"}`: session fork
+  (LG-18), the thread up to that execution's turn copied into the new session's.
 - `GET /query/sessions`: the workspace's sessions with a thread; `GET /query/sessions/{id}/messages`.
 
 The OE authorizes the client and forwards (servers/oe_threads.py); the workspace is this AER's APP_ID, so a
@@ -23,6 +25,7 @@ from agent_runtime.sdk import App
 from agent_runtime.servers.bodies import malformed, read_request_body, too_large
 
 THREAD_STATE_PATH = "/threads/{session_id}/state"
+THREAD_FORK_PATH = "/threads/{session_id}/fork"
 SESSIONS_PATH = "/query/sessions"
 SESSION_MESSAGES_PATH = "/query/sessions/{session_id}/messages"
 MAX_UPDATE_BODY_BYTES = 1024 * 1024
@@ -31,6 +34,16 @@ MAX_UPDATE_BODY_BYTES = 1024 * 1024
 def is_thread_path(path: str) -> bool:
     """A thread route: opened only by the OE's statement, never by the runtime token."""
     return path.startswith(("/threads/", SESSIONS_PATH))
+
+
+class ThreadFork(BaseModel):
+    """`POST /threads/{session_id}/fork`: copy the thread up to `execution_id`'s turn into a new session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    execution_id: str = Field(min_length=1, max_length=256)
+    to_session_id: str = Field(min_length=1, max_length=256)
+    to_execution_id: str = Field(min_length=1, max_length=256)
 
 
 class ThreadUpdate(BaseModel):
@@ -94,6 +107,26 @@ def thread_routes(app: App, *, app_id: str | None) -> list[Route]:
         )
         return await answer(call)
 
+    async def fork(request: Request) -> Response:
+        refused = served()
+        if refused is not None:
+            return refused
+        body = await read_request_body(request, limit=MAX_UPDATE_BODY_BYTES)
+        if body is None:
+            return JSONResponse(too_large(MAX_UPDATE_BODY_BYTES), status_code=413)
+        try:
+            asked = ThreadFork.model_validate_json(body)
+        except ValidationError as exc:
+            return JSONResponse(malformed(exc), status_code=400)
+        call = app.fork_thread(  # type: ignore[attr-defined]
+            request.path_params["session_id"],
+            workspace_id=workspace,
+            execution_id=asked.execution_id,
+            to_session_id=asked.to_session_id,
+            to_execution_id=asked.to_execution_id,
+        )
+        return await answer(call)
+
     async def sessions(_: Request) -> Response:
         refused = served()
         if refused is not None:
@@ -119,6 +152,7 @@ def thread_routes(app: App, *, app_id: str | None) -> list[Route]:
     return [
         Route(THREAD_STATE_PATH, state, methods=["GET"]),
         Route(THREAD_STATE_PATH, update, methods=["POST"]),
+        Route(THREAD_FORK_PATH, fork, methods=["POST"]),
         Route(SESSIONS_PATH, sessions, methods=["GET"]),
         Route(SESSION_MESSAGES_PATH, messages, methods=["GET"]),
     ]

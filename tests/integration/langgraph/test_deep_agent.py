@@ -250,3 +250,69 @@ def test_an_aer_crash_mid_subagent_replays_the_turn_and_runs_no_side_effect_twic
     assert any(r["kind"] == "restart" for r in audit), audit
     replayed = [r for r in audit if r.get("tool") == "lookup" and r["kind"] == "tool"]
     assert all((r.get("detail") or {}).get("agent_name") == "researcher" for r in replayed), replayed
+
+
+def test_a_session_forked_at_its_last_model_step_reruns_from_there_and_the_parent_is_untouched(
+    platform: Platform, peer: RunningLLMPeer
+) -> None:
+    topic = f"dunes-{uuid.uuid4().hex[:6]}"
+    peer.push(
+        _task("researcher", f"research {topic}"),
+        Turn.calls(("lookup", {"topic": topic})),
+        Turn.answer(f"{topic}: well documented"),
+        Turn.answer("parent answer"),
+    )
+    before = len(_ledger(platform))
+    session_id = f"deep-{uuid.uuid4().hex[:12]}"
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={
+                "agent": AGENT,
+                "input": {"messages": [{"role": "user", "content": f"About {topic}"}]},
+                "session_id": session_id,
+            },
+        )
+    parent_id = response.json()["execution_id"]
+    parent = platform.wait(parent_id, "completed", "failed", timeout=90)
+    assert parent["status"] == "completed", parent
+    parent_audit = platform.audit(parent_id)
+    last_model_step = max(r["step"] for r in parent_audit if r["kind"] == "llm")
+    sessions = f"/api/v1/projects/{PROJECT}/agents/{AGENT.split('/', 1)[1]}/sessions"
+    with platform.client() as client:
+        # The thread's state (deepagents keeps its messages in a delta channel that /messages cannot read).
+        listed = client.get(f"{sessions}/{session_id}/state")
+        assert listed.status_code == 200, listed.text
+        parent_state = listed.json()
+
+    peer.push(Turn.answer("fork answer"))
+    asked_from = len(peer.requests)
+    fork_session = f"fork-{uuid.uuid4().hex[:12]}"
+    with platform.client() as client:
+        response = client.post(
+            f"{sessions}/{session_id}/fork",
+            json={"execution_id": parent_id, "step": last_model_step, "session_id": fork_session},
+        )
+    assert response.status_code == 202, response.text
+    fork_id = response.json()["execution_id"]
+    assert fork_id != parent_id and response.json()["session_id"] == fork_session
+    fork = platform.wait(fork_id, "completed", "failed", timeout=90)
+    assert fork["status"] == "completed", (fork.get("error"), fork)
+    assert fork["result"]["messages"][-1]["content"] == "fork answer"
+    # Steps before the fork point came from the cache: the model was asked once, nothing ran again.
+    assert len(peer.requests) - asked_from == 1
+    assert _ledger(platform)[before:] == [{"tool": "lookup", "topic": topic}]
+    fork_audit = platform.audit(fork_id)
+    live = [r["step"] for r in fork_audit if r["kind"] in ("tool", "llm") and r.get("decision") != "cached"]
+    assert live == [last_model_step], fork_audit
+
+    # The parent is untouched: its history, its audit and its result.
+    with platform.client() as client:
+        assert client.get(f"{sessions}/{session_id}/state").json() == parent_state
+        forked = client.get(f"{sessions}/{fork_session}/state").json()["values"]["messages"]
+    parent_messages = parent_state["values"]["messages"]
+    assert forked[-1]["content"] == "fork answer" and parent_messages[-1]["content"] == "parent answer"
+    # Before the fork point the two agree: the question, the task call and what the researcher found.
+    assert [m["content"] for m in forked[:-1]] == [m["content"] for m in parent_messages[:-1]]
+    assert platform.audit(parent_id) == parent_audit
+    assert platform.wait(parent_id, "completed")["result"] == parent["result"]

@@ -61,8 +61,7 @@ def _model() -> ChatOpenAI:
 
 @app.entrypoint
 def build(ctx: RequestContext) -> Any:
-    tools = app.langchain_tools(ctx, names=["lookup", "publish"])
-    by_name = {tool.name: tool for tool in tools}
+    # The governed tools app.tool returned (the thread routes build the graph with no tool surface).
     return app.deep_agent(
         _model(),
         name="lead",
@@ -72,13 +71,13 @@ def build(ctx: RequestContext) -> Any:
                 "name": "researcher",
                 "description": "Looks topics up.",
                 "system_prompt": "Research the topic.",
-                "tools": [by_name["lookup"]],
+                "tools": [lookup],
             },
             {
                 "name": "writer",
                 "description": "Writes and publishes.",
                 "system_prompt": "Write and publish.",
-                "tools": [by_name["publish"]],
+                "tools": [publish],
             },
         ],
         skills=["/skills/"],
