@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import click
 
-from agent_runtime.cli import audit_verify, completion, connectors, dev, executions, knowledge, logs, reviews
+from agent_runtime.cli import (
+    audit_verify,
+    completion,
+    connectors,
+    dev,
+    executions,
+    forks,
+    knowledge,
+    logs,
+    reviews,
+)
 from agent_runtime.cli.config import SERVER_ENV, TOKEN_ENV, Options
 from agent_runtime.cli.target_flags import add_target_flags
 
@@ -54,6 +64,7 @@ for command in (
     reviews.reject,
     connectors.connectors,
     knowledge.knowledge,
+    forks.fork,
     completion.completion,
     dev.dev,
 ):

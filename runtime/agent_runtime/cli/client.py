@@ -6,6 +6,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -178,6 +179,17 @@ class OEClient:
     def interrupt(self, execution_id: str, *, step: int) -> dict[str, Any]:
         path = f"/execution/{execution_id}/interrupt"
         return dict(self._send("POST", path, json={"step": step}, what=f"execution {execution_id}"))
+
+    def fork_session(
+        self, *, agent: str, session_id: str, execution_id: str, step: int, to_session: str | None
+    ) -> dict[str, Any]:
+        """Session fork (LG-18): the new execution, started in the new session."""
+        namespace, name = agent.split("/", 1)
+        path = f"/api/v1/projects/{namespace}/agents/{name}/sessions/{quote(session_id, safe='')}/fork"
+        body: dict[str, Any] = {"execution_id": execution_id, "step": step}
+        if to_session:
+            body["session_id"] = to_session
+        return dict(self._send("POST", path, json=body, what=f"session {session_id} of agent {agent}"))
 
     def connector_types(self) -> dict[str, Any]:
         return dict(self._send("GET", "/connector-types", what="connector types"))

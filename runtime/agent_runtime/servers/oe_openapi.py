@@ -1,9 +1,9 @@
 """The OE's client API as an OpenAPI 3.1 document (`GET /openapi.json`, and docs/oe-openapi.json).
 
 Request bodies are the pydantic models the handlers parse (`InvokeRequest`, `WrappedResume`,
-`ReviewDecision`, `InterruptBody`, `MemoryExportRequest`, `ThreadUpdate`); answers are the views the
-handlers build, described by the models below (their fields as the handlers fill them, further fields
-allowed). The runtime routes (`/tool/execute`, `/tool/result`, `/executor/callback`) are the runtimes'
+`ReviewDecision`, `InterruptBody`, `MemoryExportRequest`, `ThreadUpdate`, `ForkRequest`); answers are the
+views the handlers build, described by the models below (their fields as the handlers fill them, further
+fields allowed). The runtime routes (`/tool/execute`, `/tool/result`, `/executor/callback`) are the runtimes'
 contract, not the client API, and are left out. Regenerate the checked-in copy with
 `python -m agent_runtime.servers.oe_openapi > docs/oe-openapi.json` (a unit test fails when it drifts).
 """
@@ -29,6 +29,7 @@ from agent_runtime.servers.connector_test import OE_CONNECTOR_TEST_PATH, Connect
 from agent_runtime.servers.connector_types import CONNECTOR_TYPES_PATH
 from agent_runtime.servers.oe_drains import InterruptBody
 from agent_runtime.servers.oe_knowledge import OE_KNOWLEDGE_PATH
+from agent_runtime.servers.oe_threads import ForkRequest
 from agent_runtime.servers.thread_http import ThreadUpdate
 
 OPENAPI_PATH = "/openapi.json"
@@ -410,6 +411,17 @@ OPERATIONS: tuple[Operation, ...] = (
         "agents/approve",
         {200: ThreadState},
         ThreadUpdate,
+        params=(_PROJECT, _AGENT, _SESSION),
+        errors=(400, 401, 403, 404, 409, 413),
+    ),
+    Operation(
+        "post",
+        "/api/v1/projects/{project_id}/agents/{agent}/sessions/{session_id}/fork",
+        "forkSession",
+        "Fork a session at a step of one of its finished executions into a new session (LG-18)",
+        "agents/invoke",
+        {202: Execution},
+        ForkRequest,
         params=(_PROJECT, _AGENT, _SESSION),
         errors=(400, 401, 403, 404, 409, 413),
     ),

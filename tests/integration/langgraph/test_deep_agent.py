@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.cli.driver import run as run_cli
 from tests.integration.loop.harness import AGENT, LLM_KEY, Platform, Tenant
 from tests.integration.runtime.launched import CONNECTOR_SECRET, write_provider_bundle
 from tests.providers.llm_peer import RunningLLMPeer, Turn, running_llm_peer
@@ -316,3 +317,33 @@ def test_a_session_forked_at_its_last_model_step_reruns_from_there_and_the_paren
     assert [m["content"] for m in forked[:-1]] == [m["content"] for m in parent_messages[:-1]]
     assert platform.audit(parent_id) == parent_audit
     assert platform.wait(parent_id, "completed")["result"] == parent["result"]
+
+
+def test_the_cli_forks_a_session(platform: Platform, peer: RunningLLMPeer) -> None:
+    peer.push(Turn.answer("first"))
+    session_id = f"deep-{uuid.uuid4().hex[:12]}"
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={
+                "agent": AGENT,
+                "input": {"messages": [{"role": "user", "content": "hi"}]},
+                "session_id": session_id,
+            },
+        )
+    parent_id = response.json()["execution_id"]
+    assert platform.wait(parent_id, "completed", "failed", timeout=90)["status"] == "completed"
+    model_step = max(r["step"] for r in platform.audit(parent_id) if r["kind"] == "llm")
+
+    beyond = run_cli(platform, "fork", session_id, "-a", AGENT, "--execution", parent_id, "--step", "99")
+    assert beyond.returncode != 0 and "step 99 is not a step" in beyond.stderr, beyond.stderr
+    peer.push(Turn.answer("second"))
+    done = run_cli(
+        platform, "fork", session_id, "-a", AGENT, "--execution", parent_id, "--step", str(model_step),
+        "--wait", "-o", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["status"] == "completed" and view["session_id"] != session_id, view
+    assert view["result"]["messages"][-1]["content"] == "second"
+    assert platform.wait(parent_id, "completed")["result"]["messages"][-1]["content"] == "first"
