@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from agent_runtime.langgraph.agent import graph_checkpointer, is_compiled_graph, jsonable_state
 from agent_runtime.langgraph.checkpoint_branch import copy_turn_start
+from agent_runtime.langgraph.messages import to_platform_messages
 from agent_runtime.langgraph.model_keys import set_placeholder_keys
-from agent_runtime.langgraph.query import session_messages
 from agent_runtime.langgraph.thread_id import scoped_thread_id
 from agent_runtime.sdk.context import RequestContext, entrypoint_scope, run_scope
 
@@ -35,6 +35,7 @@ class ThreadApp(Protocol):
 
 logger = logging.getLogger(__name__)
 READ_EXECUTION_ID = "thread-state"
+MESSAGES_CHANNEL = "messages"
 
 
 class ThreadUnavailable(Exception):
@@ -106,10 +107,12 @@ async def update_thread_state(
 
 
 async def session_history(app: ThreadApp, *, session_id: str, workspace_id: str) -> list[dict[str, Any]]:
-    graph, _ = _graph(app, session_id=session_id, workspace_id=workspace_id)
-    checkpointer = graph_checkpointer(graph)
-    assert checkpointer is not None
-    return [dict(m) for m in await session_messages(checkpointer, session_id, workspace_id=workspace_id)]
+    """The messages of the session's thread, read through the graph's own channels: a channel that keeps
+    deltas (deepagents' `messages`) is whole only so (`session_messages` reads the saved value as is)."""
+    graph, config = _graph(app, session_id=session_id, workspace_id=workspace_id)
+    state = await graph.aget_state(config)
+    values = state.values if isinstance(state.values, Mapping) else {}
+    return [dict(m) for m in to_platform_messages(list(values.get(MESSAGES_CHANNEL) or []))]
 
 
 async def sessions(app: ThreadApp, *, workspace_id: str, limit: int = 200) -> list[str]:

@@ -311,6 +311,9 @@ def test_a_session_forked_at_its_last_model_step_reruns_from_there_and_the_paren
     with platform.client() as client:
         assert client.get(f"{sessions}/{session_id}/state").json() == parent_state
         forked = client.get(f"{sessions}/{fork_session}/state").json()["values"]["messages"]
+        # The history route reads deepagents' delta channel through the graph too.
+        history = client.get(f"{sessions}/{fork_session}/messages").json()["messages"]
+    assert [m["content"] for m in history] == [m["content"] for m in forked]
     parent_messages = parent_state["values"]["messages"]
     assert forked[-1]["content"] == "fork answer" and parent_messages[-1]["content"] == "parent answer"
     # Before the fork point the two agree: the question, the task call and what the researcher found.
