@@ -350,3 +350,38 @@ def test_the_cli_forks_a_session(platform: Platform, peer: RunningLLMPeer) -> No
     assert view["status"] == "completed" and view["session_id"] != session_id, view
     assert view["result"]["messages"][-1]["content"] == "second"
     assert platform.wait(parent_id, "completed")["result"]["messages"][-1]["content"] == "first"
+
+
+def test_a_compiled_subgraph_as_a_node_is_held_inside_and_resumes_there_with_its_steps(
+    platform: Platform, peer: RunningLLMPeer
+) -> None:
+    """Durable subgraphs: the held call inside the subgraph node runs once after the approval, and the
+    resumed run's calls keep their step numbers (the OE would fail a diverged replay)."""
+    text = f"note {uuid.uuid4().hex[:6]}"
+    peer.push(Turn.calls(("publish", {"text": text})), Turn.answer("published it"))
+    before = len(_ledger(platform))
+    with platform.client() as client:
+        response = client.post(
+            "/invoke",
+            json={
+                "agent": AGENT,
+                "input": {"messages": [{"role": "user", "content": "publish"}]},
+                "session_id": f"sub-{uuid.uuid4().hex[:12]}",
+            },
+        )
+    execution_id = response.json()["execution_id"]
+    held = platform.wait(execution_id, "completed", "failed", "suspended", timeout=90)
+    assert held["status"] == "suspended", held.get("error")
+    assert _ledger(platform)[before:] == []
+    with platform.client() as client:
+        answer = client.post(
+            f"/api/v1/projects/{PROJECT}/executions/{execution_id}/resume", json={"decision": "approved"}
+        )
+    assert answer.status_code == 202, answer.text
+    view = platform.wait(execution_id, "completed", "failed", "suspended", timeout=90)
+    assert view["status"] == "completed", (view.get("error"), view)
+    assert view["result"]["messages"][-1]["content"] == "after: published it"
+    assert _ledger(platform)[before:] == [{"tool": "publish", "text": text}]
+    calls = [(r["step"], r["kind"]) for r in platform.audit(execution_id) if r["kind"] in ("tool", "llm")]
+    steps = sorted({step for step, _ in calls})
+    assert steps == [1, 2, 3], calls  # model, the held publish (asked, then run), model

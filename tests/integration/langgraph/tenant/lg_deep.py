@@ -14,7 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import create_react_agent
 
 from agent_runtime.langgraph import App
 from agent_runtime.sdk import RequestContext
@@ -59,8 +62,27 @@ def _model() -> ChatOpenAI:
     return ChatOpenAI(model="loop-model", base_url=os.environ["AGENTIC_LLM_BASE_URL"], max_retries=0)
 
 
+def subgraph_as_node() -> Any:
+    """A compiled subgraph (the prebuilt ReAct agent with `publish`) used as a node of a parent graph."""
+    # The model id the Tool Pod knows: its start-up build (no session) builds the deep agent.
+    inner = create_react_agent(app.llm(_model(), llm_id="deep-agent"), tools=[publish])
+
+    def after(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content=f"after: {state['messages'][-1].content}")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("inner", inner)
+    graph.add_node("after", after)
+    graph.add_edge(START, "inner")
+    graph.add_edge("inner", "after")
+    graph.add_edge("after", END)
+    return graph.compile(checkpointer=app.checkpointer())
+
+
 @app.entrypoint
 def build(ctx: RequestContext) -> Any:
+    if (ctx.session_id or "").startswith("sub-"):
+        return subgraph_as_node()
     # The governed tools app.tool returned (the thread routes build the graph with no tool surface).
     return app.deep_agent(
         _model(),
