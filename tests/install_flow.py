@@ -202,9 +202,10 @@ def port_forward(
 ) -> Iterator[str]:
     """`kubectl port-forward svc/...` on a free loopback port; yields its base URL once /healthz answers.
 
-    The first polls run before kubectl listens: refused connections are retried, and a kubectl that gives up
-    (the node's kubelet not serving yet, just after its restart) is started again until `timeout`; the
-    port-forward is stopped whatever happens.
+    The first polls run before kubectl listens: refused connections are retried. A kubectl that gives up is
+    started again twice, 2 s apart (a kubelet just restarted may not serve port-forwards yet), then it is a
+    failure that quotes kubectl (a missing Service fails within seconds). The port-forward is stopped
+    whatever happens.
     """
     from tests.conftest import free_port
 
@@ -227,9 +228,12 @@ def port_forward(
         def healthy() -> bool:
             proc = running[-1]
             if proc.poll() is not None:
-                error = proc.stderr.read() if proc.stderr is not None else b""
+                error = f"kubectl port-forward exited {proc.returncode}: {proc.stderr.read()!r}"  # type: ignore[union-attr]
+                if len(running) > 2:
+                    raise AssertionError(error)
+                time.sleep(2.0)
                 start()
-                raise StepFailed(f"kubectl port-forward exited {proc.returncode}: {error!r}")
+                raise StepFailed(error)
             return httpx.get(f"{base}/healthz", timeout=5).status_code == 200
 
         eventually(

@@ -154,7 +154,7 @@ def _settle_all(
                     if all(v["status"] in FINAL or v["status"] == "lost" for v in views.values()):
                         return views
                     time.sleep(1.0)
-        except (httpx.HTTPError, StepFailed):
+        except (httpx.HTTPError, StepFailed, AssertionError):
             time.sleep(2.0)  # the OE's pod went with the port-forward: forward to its successor
     return views
 
@@ -173,9 +173,17 @@ def _held_or_final(
                     if all(v["status"] in SETTLED or v["status"] == "lost" for v in views.values()):
                         return views
                     time.sleep(1.0)
-        except (httpx.HTTPError, StepFailed):
+        except (httpx.HTTPError, StepFailed, AssertionError):
             time.sleep(2.0)
     return views
+
+
+def _forwards(kube: Kube, system_ns: str) -> bool:
+    try:
+        with port_forward(kube, namespace=system_ns, service=OE_DEPLOYMENT, remote=8080, timeout=20):
+            return True
+    except AssertionError as error:
+        raise StepFailed(str(error)) from error
 
 
 def message_counts(kube: Kube, *, app_ns: str) -> Counter[str]:
@@ -245,7 +253,13 @@ def run_chaos(
         )  # fmt: skip
     faults = pod_faults(kube, system_ns=system_ns, app_ns=app_ns)
     if restart_kubelet is not None:
-        faults["kubelet restarted"] = restart_kubelet
+
+        def kubelet_fault() -> None:
+            restart_kubelet()
+            # The node is Ready before its kubelet serves port-forwards again (what the next steps use).
+            eventually("a port-forward through the restarted kubelet", lambda: _forwards(kube, system_ns))
+
+        faults["kubelet restarted"] = kubelet_fault
     kinds = list(faults)
     everything: list[str] = []
     for round_ in range(rounds):
