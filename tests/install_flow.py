@@ -673,6 +673,18 @@ def client_identity(
     ).strip()
 
 
+def invoker_and_reviewer(kube: Kube, *, app_ns: str) -> tuple[str, str]:
+    """Tokens of a developer (`edit` in `app_ns`: invokes) and a reviewer (the chart's reviewer role)."""
+    invoker = client_identity(
+        kube, namespace=app_ns, name=INVOKER, cluster_role="edit", verb="create", subresource="invoke"
+    )
+    reviewer = client_identity(
+        kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
+        subresource="approve",
+    )  # fmt: skip
+    return invoker, reviewer
+
+
 RESUME_PATH = "/api/v1/projects/{ns}/executions/{execution}/resume"
 SETTLED = ("suspended", "completed", "failed", "cancelled")
 
@@ -731,13 +743,7 @@ def invoke_through_oe(
     """POST /invoke to the OE as a developer (`edit` in the namespace), approve the held call as a reviewer
     (the chart's reviewer ClusterRole), read the answer and the audit: every model and tool call of the turn
     went AER -> OE -> Tool Pod (or back to the AER), and the execution names who invoked and who approved."""
-    invoker = client_identity(
-        kube, namespace=app_ns, name=INVOKER, cluster_role="edit", verb="create", subresource="invoke"
-    )
-    reviewer = client_identity(
-        kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
-        subresource="approve",
-    )  # fmt: skip
+    invoker, reviewer = invoker_and_reviewer(kube, app_ns=app_ns)
     with oe_clients(kube, system_ns=system_ns, tokens=(invoker, reviewer)) as (client, lead):
         # No token, or one the API server does not accept: 401, nothing started.
         body = {"agent": f"{app_ns}/{agent}", "input": {"text": INVOKE_TEXT}}
@@ -976,15 +982,7 @@ def run_upgrade(
         # The last execution's model call is slow: it is still out when the OE's pod is replaced.
         script = [SIGN_TURN] * (UPGRADE_EXECUTIONS - 1) + [{**SIGN_TURN, "delay_s": 30}]
         use_llm_peer(kube, app_ns=app_ns, script=script)
-        tokens = (
-            client_identity(
-                kube, namespace=app_ns, name=INVOKER, cluster_role="edit", verb="create", subresource="invoke"
-            ),
-            client_identity(
-                kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
-                subresource="approve",
-            ),
-        )  # fmt: skip
+        tokens = invoker_and_reviewer(kube, app_ns=app_ns)
         held = []
         with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (client, _):
             for _ in range(UPGRADE_EXECUTIONS - 1):

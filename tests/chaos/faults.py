@@ -24,23 +24,20 @@ from agent_operator.render import component_name
 from tests.install_flow import (
     EXAMPLE_AGENT,
     EXAMPLES,
-    INVOKER,
     OE_DEPLOYMENT,
     OPERATOR_DEPLOYMENT,
-    RELEASE,
     RESUME_PATH,
-    REVIEWER,
     SETTLED,
     Kube,
     Platform,
     StepFailed,
-    client_identity,
     component_selector,
     crds_established,
     create_namespace,
     eventually,
     helm_install,
     helm_uninstall,
+    invoker_and_reviewer,
     oe_clients,
     pods,
     port_forward,
@@ -242,15 +239,7 @@ def run_chaos(
             ]
         ]
         use_llm_peer(kube, app_ns=app_ns, script=script)
-        tokens = (
-            client_identity(
-                kube, namespace=app_ns, name=INVOKER, cluster_role="edit", verb="create", subresource="invoke"
-            ),
-            client_identity(
-                kube, namespace=app_ns, name=REVIEWER, cluster_role=f"{RELEASE}-reviewer", verb="create",
-                subresource="approve",
-            ),
-        )  # fmt: skip
+        tokens = invoker_and_reviewer(kube, app_ns=app_ns)
     faults = pod_faults(kube, system_ns=system_ns, app_ns=app_ns)
     if restart_kubelet is not None:
 
