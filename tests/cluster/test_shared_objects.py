@@ -207,11 +207,17 @@ def test_two_agents_with_the_same_connector_share_one_set_and_keep_their_own_chi
         *(("networkpolicies", solo_policies[c]) for c in COMPONENTS),
     }, sorted(added)
     assert uids({k: after[k] for k in objects}) == uids(objects)  # the others' objects untouched
-    # Memory's policy is solo's own and admits only solo's pods.
+    # Memory's policy is solo's own and admits only solo's pods, and the OE's (issue 37: it forwards the
+    # knowledge documents clients post), which a namespace selector confines to the OE's namespace.
     memory = api.get("networkpolicies", "solo-memory") or {}
     assert [o["uid"] for o in memory["metadata"]["ownerReferences"]] == [solo["metadata"]["uid"]]
     callers = memory["spec"]["ingress"][0]["from"]
-    assert callers and all(p["podSelector"]["matchLabels"]["agentengine.io/agent"] == "solo" for p in callers)
+    pods_here = [p for p in callers if "namespaceSelector" not in p]
+    assert pods_here and all(
+        p["podSelector"]["matchLabels"]["agentengine.io/agent"] == "solo" for p in pods_here
+    )
+    (oe,) = [p for p in callers if "namespaceSelector" in p]
+    assert oe["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "oe", oe
 
 
 def test_shared_objects_stay_while_one_agent_uses_them_and_go_with_the_last(
