@@ -46,6 +46,7 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
+from agent_operator import consent_access
 from agent_operator.bundle import BUNDLE, bundle_stem
 from agent_operator.compiler import CatalogCompiler
 from agent_operator.connection import CONNECTED, ConnectionSettings, connected_event, with_connected
@@ -374,6 +375,12 @@ class Operator:
 
         try:
             inputs = await self.reader.agent_inputs(agent)
+            # Before the plan: an Agent whose MCP connector waits for a person's consent has no tools to
+            # plan with yet, and the console consent needs this to give them (consent_access.py).
+            await consent_access.converge(
+                self.api, agent, inputs.connectors, secret_meta=self.reader.secret_meta,
+                settings=self.settings.render,
+            )  # fmt: skip
             plan = plan_agent(inputs, settings=self.settings.render)
         except InputProblem as problem:
             self.outcomes[key] = Outcome(problem=problem)

@@ -49,8 +49,12 @@ class RenderSettings(BaseModel):
         }
     )
     oe_url: str = "http://agent-engine-oe.agent-engine.svc:8080"
+    # The OE's ServiceAccount (in oe_namespace): an Agent's console-consent Role binds it (consent_access.py).
+    oe_service_account: str = "agent-engine-oe"
     # For Agents that name no image (the chart sets it from image.runtime).
     default_image: str | None = None
+    # For Agents with spec.runtime node that name no image (the chart sets it from image.nodeRuntime).
+    default_node_image: str | None = None
     # The API server refuses ConfigMaps over 1 MiB; keep room for keys and metadata.
     configmap_budget_bytes: int = 900_000
     max_bundle_configmaps: int = 8
@@ -104,8 +108,12 @@ class OperatorSettings(BaseModel):
             render["registrations_namespace"] = value
         if value := env.get("AGENT_OPERATOR_OE_URL"):
             render["oe_url"] = value
+        if value := env.get("AGENT_OPERATOR_OE_SERVICE_ACCOUNT"):
+            render["oe_service_account"] = value
         if value := env.get("AGENT_OPERATOR_DEFAULT_IMAGE"):
             render["default_image"] = value
+        if value := env.get("AGENT_OPERATOR_DEFAULT_NODE_IMAGE"):
+            render["default_node_image"] = value
         if value := env.get("AGENT_OPERATOR_OE_POD_LABELS"):
             render["oe_pod_labels"] = _parse_labels(value, name="AGENT_OPERATOR_OE_POD_LABELS")
         if value := env.get("AGENT_OPERATOR_CONFIGMAP_BUDGET_BYTES"):

@@ -33,6 +33,7 @@ from agent_runtime.connectors.mcp.oauth import DIR_ENV, OAuthError, OAuthSetting
 from agent_runtime.connectors.mcp.oauth_flow import OAuthSession
 from agent_runtime.connectors.mcp.oauth_store import TokenStore
 from agent_runtime.console import connector_consent as consent
+from agent_runtime.console.consent_cluster import ClusterUnavailable, ConsentCluster
 from agent_runtime.console.data import BadQuery, ConsoleData
 from agent_runtime.console.headers import with_security_headers
 from agent_runtime.console.oidc import OIDCClient, OIDCError, OIDCSettings, PendingLogins, authorization_url
@@ -112,6 +113,9 @@ class Console:
         self.token_env: Mapping[str, str] | None = (
             {DIR_ENV: os.environ[DIR_ENV]} if os.environ.get(DIR_ENV) else None
         )
+        # Else, in a cluster: the Agent's Connector says where, the tokens go to its Secret mcp-oauth-NAME
+        # (consent_cluster.py: only what the operator's Role grants the OE).
+        self.cluster = ConsentCluster.from_env(os.environ) if self.token_env is None else None
         self.data = ConsoleData(engine=engine, auth=auth, namespaces=namespaces)
         self.assets = {
             path.name: (path.read_bytes(), STATIC_TYPES[path.suffix])
@@ -320,6 +324,7 @@ class Console:
                 agent=query.get("agent", "")[:317],
                 connector=query.get("connector", "")[:128],
                 url=query.get("url", "")[:2048],
+                url_typed=self.cluster is None,
             )
         )
 
@@ -345,7 +350,7 @@ class Console:
                 403, "csrf", "starting a consent needs this session's CSRF token from a console page"
             )
         try:
-            wanted = consent.consent_request(form)
+            wanted = consent.consent_request(form, url_typed=self.cluster is None)
         except consent.BadConsentForm as exc:
             page = consent.form_page(
                 csrf=session.csrf,
@@ -353,6 +358,7 @@ class Console:
                 connector=form.get("connector", "")[:128],
                 url=form.get("url", "")[:2048],
                 message=f"{exc.field}: {exc.problem}",
+                url_typed=self.cluster is None,
             )
             return self._consent_answer(page, status=400)
         try:
@@ -369,21 +375,31 @@ class Console:
                 ),
                 status=403,
             )
-        if self.token_env is None:
+        target: consent.ConsentTarget | None = None
+        if self.cluster is not None:
+            try:
+                target = await self._cluster_target(wanted)
+            except consent.ConsentRefused as exc:
+                return self._consent_answer(consent.refused_page(str(exc)), status=400)
+            except ClusterUnavailable as exc:
+                return self._consent_answer(consent.refused_page(str(exc)), status=503)
+        elif self.token_env is None:
             return self._consent_answer(
                 consent.refused_page(
-                    f"This OE keeps no MCP OAuth tokens ({DIR_ENV} is not set: the local mode only). In a "
-                    f"cluster run `agentengine connectors login {wanted.connector} --url URL` and create "
-                    f"the Secret mcp-oauth-{wanted.connector} it names."
+                    f"This OE keeps no MCP OAuth tokens ({DIR_ENV} is not set, and it runs in no cluster). "
+                    f"Run `agentengine connectors login {wanted.connector} --url URL` and give the Tool Pod "
+                    "the file it writes."
                 ),
                 status=501,
             )
         redirect_uri = f"{request.url.scheme}://{request.headers.get('host', '')}{PREFIX}/connectors/callback"
         try:
-            flow = await self._oauth(wanted).begin_consent(redirect_uri=redirect_uri)
+            flow = await self._oauth(wanted, target).begin_consent(
+                redirect_uri=redirect_uri, issuer=target.issuer if target is not None else None
+            )
         except OAuthError as exc:
             return self._consent_answer(consent.refused_page(exc.explanation), status=502)
-        self.consents.start(session_id=session_id, request=wanted, flow=flow)
+        self.consents.start(session_id=session_id, request=wanted, flow=flow, target=target)
         response = self._consent_answer(consent.continue_page(request=wanted, authorization_url=flow.url))
         # Lax, not Strict: the authorization server's redirect back is a cross-site navigation.
         response.headers.append(
@@ -393,10 +409,29 @@ class Console:
         )
         return response
 
-    def _oauth(self, wanted: consent.ConsentRequest) -> OAuthSession:
+    async def _cluster_target(self, wanted: consent.ConsentRequest) -> consent.ConsentTarget:
+        """The Agent's Connector as the API server has it (the URL and issuer are never the form's), its
+        issuer on this OE's allowed list."""
+        assert self.cluster is not None
+        agent = await self.cluster.agent(wanted.namespace, wanted.name)
+        connector = await self.cluster.connector(wanted.namespace, wanted.connector)
+        target = consent.consent_target(wanted, agent=agent, connector=connector)
+        if problem := consent.issuer_problem(target.issuer, allowed=self.cluster.issuers):
+            raise consent.ConsentRefused(f"Connector {target.connector}: {problem}")
+        return target
+
+    def _oauth(self, wanted: consent.ConsentRequest, target: consent.ConsentTarget | None) -> OAuthSession:
+        if target is not None:  # a cluster consent: nothing is kept on this OE's disk
+            settings = OAuthSettings(
+                grant="authorization_code", scope=target.scope, authorization_server=target.issuer
+            )
+            return OAuthSession(
+                server=target.connector, mcp_url=target.url, settings=settings,
+                store=TokenStore(target.connector, env={}), url_problem=consent.url_problem(target.issuer),
+            )  # fmt: skip
         store = TokenStore(wanted.connector, env=self.token_env or {})
         settings = OAuthSettings(grant="authorization_code")
-        return OAuthSession(server=wanted.connector, mcp_url=wanted.url, settings=settings, store=store)
+        return OAuthSession(server=wanted.connector, mcp_url=wanted.url or "", settings=settings, store=store)
 
     async def consent_callback(self, request: Request) -> Response:
         """The authorization server's answer: this browser's state, a live session still allowed to update
@@ -437,10 +472,19 @@ class Console:
             return self._consent_answer(
                 consent.refused_page(f"You may no longer update Agent {pending.request.agent}."), status=403
             )
+        oauth = self._oauth(pending.request, pending.target)
         try:
-            await self._oauth(pending.request).finish_consent(pending.flow, code=code)
+            if pending.target is None:
+                await oauth.finish_consent(pending.flow, code=code)
+            else:
+                assert self.cluster is not None
+                kept = await oauth.exchange_consent(pending.flow, code=code)
+                secret = consent.token_secret(pending.target, kept)
+                await self.cluster.write_token_secret(pending.target, secret)
         except OAuthError as exc:
             return self._consent_answer(consent.refused_page(exc.explanation), status=502)
+        except ClusterUnavailable as exc:
+            return self._consent_answer(consent.refused_page(str(exc)), status=503)
         logger.info(
             "mcp connector consent kept",
             extra={"agent": pending.request.agent, "connector": pending.request.connector,

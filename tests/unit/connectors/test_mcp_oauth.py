@@ -191,6 +191,26 @@ def test_a_seed_fills_in_until_a_file_is_written(tmp_path: Path) -> None:
     assert store.read().tokens.access_token == "mine"  # type: ignore[union-attr]
 
 
+def test_a_newer_consent_in_the_seed_replaces_the_kept_file(tmp_path: Path) -> None:
+    """The console consent patched the Secret and the kubelet refreshed the mount: the Tool Pod takes the
+    newer consent at its next read, without a restart; an older or equal one does not win."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "srv.json").write_text(
+        _state("first").model_copy(update={"consented_at": 10.0}).model_dump_json()
+    )
+    store = TokenStore("srv", env={DIR_ENV: str(tmp_path / "oauth"), SEED_ENV: str(seed)})
+    refreshed = store.read().model_copy(update={"tokens": TokenSet(access_token="refreshed")})  # type: ignore[union-attr]
+    store.write(refreshed)  # the Tool Pod's own refresh keeps the seed's consented_at
+    assert store.read().tokens.access_token == "refreshed"  # type: ignore[union-attr]
+    again = seed / "..new"
+    again.write_text(_state("second").model_copy(update={"consented_at": 20.0}).model_dump_json())
+    again.replace(seed / "srv.json")  # the kubelet swaps the file, never writes it in place
+    assert store.read().tokens.access_token == "second"  # type: ignore[union-attr]
+    (seed / "srv.json").write_text("{broken")  # a broken seed beside a good kept file: the kept one
+    assert store.read().tokens.access_token == "refreshed"  # type: ignore[union-attr]
+
+
 def test_a_broken_file_names_the_fix(tmp_path: Path) -> None:
     store = TokenStore("srv", env={DIR_ENV: str(tmp_path)})
     store.path.write_text("{not json")

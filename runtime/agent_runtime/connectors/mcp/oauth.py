@@ -33,6 +33,8 @@ AUTHORIZATION_CODE = "authorization_code"
 DIR_ENV = "AGENTIC_MCP_OAUTH_DIR"
 SEED_ENV = "AGENTIC_MCP_OAUTH_SEED_DIR"
 SEED_SECRET_PREFIX = "mcp-oauth-"  # noqa: S105 (a name prefix, not a secret)
+# The label the operator puts on the Secret it pre-creates for a console consent (and the OE keeps).
+SEED_SECRET_LABEL = "agentengine.io/mcp-oauth-connector"  # noqa: S105 (a label name)
 REFRESH_SKEW_S = 60.0  # refresh this long before the access token expires
 MAX_METADATA_BYTES = 256 * 1024
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -143,6 +145,9 @@ class CachedServer(BaseModel):
     registered: bool = False
     grant: str = CLIENT_CREDENTIALS
     tokens: TokenSet | None = None
+    # When a person's consent produced these tokens (epoch seconds): a newer consent in the mounted seed
+    # replaces what a Tool Pod keeps (oauth_store.TokenStore.read), an older or equal one does not.
+    consented_at: float | None = None
 
 
 def check_server_name(name: str) -> str:
@@ -306,6 +311,12 @@ def check_endpoint(url: str, *, mcp_url: str, what: str) -> str:
         f"the authorization server's {what} is not an https URL; the client sends no credential there",
         category="server_error",
     )
+
+
+def same_origin(url: str, issuer: str) -> bool:
+    """`url` is on the issuer's scheme, host and port: the only place a console consent's requests go."""
+    a, b = urlsplit(url), urlsplit(issuer)
+    return (a.scheme, (a.hostname or "").lower(), a.port) == (b.scheme, (b.hostname or "").lower(), b.port)
 
 
 def pkce_pair() -> tuple[str, str]:

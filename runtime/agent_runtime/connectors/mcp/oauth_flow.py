@@ -37,6 +37,7 @@ from agent_runtime.connectors.mcp.oauth import (
     ServerMetadata,
     TokenSet,
     authorization_url,
+    canonical_resource,
     challenge_params,
     check_secret_pinned,
     choose_issuer,
@@ -98,6 +99,7 @@ class OAuthSession:
         timeout_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         host_problem: Callable[[str], str | None] | None = None,
+        url_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         self.server = server
         self.mcp_url = mcp_url
@@ -109,6 +111,8 @@ class OAuthSession:
         # What a caller refuses to reach (the operator: cloud metadata addresses), checked for every URL
         # discovery hands it, so metadata cannot steer a request there.
         self._host_problem = host_problem
+        # What a caller refuses by the whole URL (the OE's console: anything but its allowed issuers).
+        self._url_problem = url_problem
         self._fitted: tuple[CachedServer, bool] | None = None
 
     # -- the Tool Pod's side ----------------------------------------------------------------------------
@@ -232,12 +236,22 @@ class OAuthSession:
             listener.close()
             await listener.wait_closed()
 
-    async def begin_consent(self, *, redirect_uri: str, client_id: str | None = None) -> PendingConsent:
+    async def begin_consent(
+        self, *, redirect_uri: str, client_id: str | None = None, issuer: str | None = None
+    ) -> PendingConsent:
         """The first half of a person's consent, for any redirect target (the CLI's loopback listener, the
         OE console's callback): discovery, a client, and the PKCE S256 authorization URL. The caller keeps
-        the returned `PendingConsent` (it holds the verifier) and matches the redirect's `state` itself."""
+        the returned `PendingConsent` (it holds the verifier) and matches the redirect's `state` itself.
+
+        `issuer` (the OE console in a cluster: the connector's pinned `auth.authorization_server`): only
+        that authorization server's metadata is fetched, the MCP server is never asked, and the resource
+        indicator is the connector's URL, so the process needs no route to the MCP server at all."""
         async with self._client() as http:
-            state = await self._discover(http, grant=AUTHORIZATION_CODE)
+            if issuer is None:
+                state = await self._discover(http, grant=AUTHORIZATION_CODE)
+            else:
+                meta = await self._issuer_metadata(http, issuer, grant=AUTHORIZATION_CODE)
+                state = _cached(meta, resource=canonical_resource(self.mcp_url), grant=AUTHORIZATION_CODE)
             if client_id:
                 state = state.model_copy(update={"client_id": client_id, "registered": False})
             elif state.registration_endpoint is not None:
@@ -269,6 +283,16 @@ class OAuthSession:
     ) -> CachedServer:
         """The second half: the code exchanged with the verifier and `resource`, the tokens kept in the
         token file. Returns what was kept."""
+        kept = await self.exchange_consent(pending, code=code, client_secret=client_secret)
+        async with self.store.locked(timeout_s=self.timeout_s):
+            self.store.write(kept)
+        return kept
+
+    async def exchange_consent(
+        self, pending: PendingConsent, *, code: str, client_secret: str | None = None
+    ) -> CachedServer:
+        """The code exchanged with the verifier and `resource`: what to keep, stamped `consented_at`; the
+        caller keeps it (the token file, or the OE console's write of the Secret `mcp-oauth-NAME`)."""
         state = pending.server
         secret = client_secret if pending.configured_client else state.client_secret
         form = token_form(
@@ -278,11 +302,11 @@ class OAuthSession:
         )  # fmt: skip
         async with self._client() as http:
             tokens = await self._token_request(http, state, form, previous=None)
-        kept = state.model_copy(update={"tokens": tokens, "grant": AUTHORIZATION_CODE})
+        kept = state.model_copy(
+            update={"tokens": tokens, "grant": AUTHORIZATION_CODE, "consented_at": self._clock()}
+        )
         if pending.configured_client:  # a configured client's secret stays where it was configured
             kept = kept.model_copy(update={"client_secret": None})
-        async with self.store.locked(timeout_s=self.timeout_s):
-            self.store.write(kept)
         return kept
 
     # -- discovery and registration ---------------------------------------------------------------------
@@ -303,26 +327,17 @@ class OAuthSession:
                 category="server_error",
             )
         issuer = choose_issuer(found, pinned=self.settings.authorization_server)
-        meta: ServerMetadata | None = None
+        meta = await self._issuer_metadata(http, issuer, grant=grant or self.settings.grant)
+        return _cached(meta, resource=found.resource, grant=grant or self.settings.grant)
+
+    async def _issuer_metadata(self, http: httpx.AsyncClient, issuer: str, *, grant: str) -> ServerMetadata:
         for url in server_metadata_urls(issuer):
             payload = await self._get_json(http, url, what="the authorization server's metadata")
             if payload is not None:
-                meta = parse_server_metadata(
-                    payload, issuer=issuer, mcp_url=self.mcp_url, grant=grant or self.settings.grant
-                )
-                break
-        if meta is None:
-            raise OAuthError(
-                "the authorization server publishes no metadata (RFC 8414 or OpenID Connect discovery)",
-                category="server_error",
-            )
-        return CachedServer(
-            resource=found.resource,
-            issuer=meta.issuer,
-            token_endpoint=meta.token_endpoint,
-            authorization_endpoint=meta.authorization_endpoint,
-            registration_endpoint=meta.registration_endpoint,
-            grant=grant or self.settings.grant,
+                return parse_server_metadata(payload, issuer=issuer, mcp_url=self.mcp_url, grant=grant)
+        raise OAuthError(
+            "the authorization server publishes no metadata (RFC 8414 or OpenID Connect discovery)",
+            category="server_error",
         )
 
     async def _challenge(self, http: httpx.AsyncClient) -> str | None:
@@ -382,6 +397,8 @@ class OAuthSession:
     def _check_host(self, url: str, *, what: str) -> None:
         if self._host_problem is not None and (problem := self._host_problem(urlsplit(url).hostname or "")):
             raise _refused_host(what, problem)
+        if self._url_problem is not None and (problem := self._url_problem(url)):
+            raise _refused_host(what, problem)
 
     async def _get_json(self, http: httpx.AsyncClient, url: str, *, what: str) -> Any:
         """The JSON at `url`, or None when it is not there (4xx): the caller tries the next place."""
@@ -417,6 +434,17 @@ class OAuthSession:
             return status, json.loads(body) if body else None
         except ValueError:
             return status, None
+
+
+def _cached(meta: ServerMetadata, *, resource: str, grant: str) -> CachedServer:
+    return CachedServer(
+        resource=resource,
+        issuer=meta.issuer,
+        token_endpoint=meta.token_endpoint,
+        authorization_endpoint=meta.authorization_endpoint,
+        registration_endpoint=meta.registration_endpoint,
+        grant=grant,
+    )
 
 
 def _refused_host(what: str, problem: str) -> OAuthError:

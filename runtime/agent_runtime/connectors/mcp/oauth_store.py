@@ -8,7 +8,10 @@ so a process that died holding it blocks no one. Writes go to a temporary file r
 reader without the lock sees the old file or the new one, never half of one.
 
 `AGENTIC_MCP_OAUTH_SEED_DIR` (the operator mounts a Secret there, read-only) seeds `<server>.json` the first
-time it is missing: the refresh token a person's `agentengine connectors login` produced.
+time it is missing: the refresh token a person's `agentengine connectors login` or console consent produced.
+A seed whose `consented_at` is later than the kept file's wins over it: a person consenting again (the OE
+console patches the Secret, the kubelet refreshes the mount) replaces what the Tool Pod keeps, without a
+restart.
 """
 
 from __future__ import annotations
@@ -55,43 +58,57 @@ class TokenStore:
         self.lock_path = self.directory / f"{self.server}.json.lock"
         seed = env.get(SEED_ENV)
         self.seed = Path(seed) / f"{self.server}.json" if seed else None
-        self._parsed: tuple[tuple[object, ...], CachedServer] | None = None
+        self._parsed: dict[Path, tuple[tuple[int, ...], CachedServer]] = {}
 
     def read(self) -> CachedServer | None:
-        """The kept state, the seed's when none is kept yet; None when neither exists. A file unchanged
-        since the last read (same inode, size and mtime: every write is a new file renamed into place) is
-        not parsed again, so a call with a good token pays a stat, not a JSON parse."""
-        for path in (self.path, self.seed):
-            if path is None:
-                continue
-            try:
-                info = os.stat(path)
-                key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-                if self._parsed is not None and self._parsed[0] == key:
-                    return self._parsed[1]
-                with path.open("rb") as handle:
-                    info = os.fstat(handle.fileno())  # the file read, should it be replaced meanwhile
-                    key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-                    raw = handle.read(_MAX_FILE_BYTES)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise OAuthError(
-                    f"cannot read the OAuth token file for {self.server} ({exc.strerror}); check "
-                    f"{DIR_ENV}'s permissions",
-                    category="client_error",
-                ) from None
-            try:
-                state = CachedServer.model_validate(json.loads(raw))
-            except (ValueError, ValidationError):
-                raise OAuthError(
-                    f"the OAuth token file for {self.server} is not valid; delete it and run "
-                    f"`agentengine connectors login {self.server}` (or let client_credentials start again)",
-                    category="client_error",
-                ) from None
-            self._parsed = (key, state)
-            return state
-        return None
+        """The kept state, or the seed's when none is kept yet or the seed holds a newer consent (a person
+        consented again: the OE console patched the Secret and the kubelet refreshed the mount); None when
+        neither exists. A broken seed beside a good kept file is passed over (the pod keeps working)."""
+        kept = self._load(self.path)
+        if self.seed is None:
+            return kept
+        try:
+            seeded = self._load(self.seed)
+        except OAuthError:
+            if kept is None:
+                raise
+            return kept
+        if seeded is not None and (kept is None or (seeded.consented_at or 0) > (kept.consented_at or 0)):
+            return seeded
+        return kept
+
+    def _load(self, path: Path) -> CachedServer | None:
+        """One file's state; a file unchanged since the last read (same inode, size and mtime: every write
+        is a new file renamed into place, the kubelet's refresh a new directory) is not parsed again, so a
+        call with a good token pays a stat, not a JSON parse."""
+        try:
+            info = os.stat(path)
+            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            known = self._parsed.get(path)
+            if known is not None and known[0] == key:
+                return known[1]
+            with path.open("rb") as handle:
+                info = os.fstat(handle.fileno())  # the file read, should it be replaced meanwhile
+                key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+                raw = handle.read(_MAX_FILE_BYTES)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise OAuthError(
+                f"cannot read the OAuth token file for {self.server} ({exc.strerror}); check "
+                f"{DIR_ENV}'s permissions",
+                category="client_error",
+            ) from None
+        try:
+            state = CachedServer.model_validate(json.loads(raw))
+        except (ValueError, ValidationError):
+            raise OAuthError(
+                f"the OAuth token file for {self.server} is not valid; delete it and run "
+                f"`agentengine connectors login {self.server}` (or let client_credentials start again)",
+                category="client_error",
+            ) from None
+        self._parsed[path] = (key, state)
+        return state
 
     def write(self, state: CachedServer) -> None:
         """Atomically, mode 0600 (it holds a refresh token); call it holding the lock."""
