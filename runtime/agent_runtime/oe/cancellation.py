@@ -68,6 +68,7 @@ class Cancellation:
         # Durable before the answer: every runtime that served it is drained, also after an OE restart.
         await self.drains.drain(updated, reason="cancelled by the client")
         self.ctx.slot_freed(updated.agent)
+        self.ctx.settled(updated)
         return updated
 
     async def interrupt(

@@ -40,6 +40,7 @@ DEFAULT_AUDIENCE = "agent-engine"
 DEFAULT_CACHE_TTL_S = 10.0
 DEFAULT_CACHE_SIZE = 4096
 STATIC_USERNAME = "agent-engine:static-token"
+STATIC_IDENTITY = Identity(username=STATIC_USERNAME, groups=["agent-engine:static"])
 
 # The ClusterRole of the chart that holds each permission (docs/oe.md, charts/.../client-rbac.yaml).
 ROLE_OF = {
@@ -395,11 +396,7 @@ class ClientAuth:
         """The caller behind `token`, or None (401). Raises ReviewUnavailable when the API is down."""
         presented = token.encode("utf-8")
         if self.static_token is not None and self.static_token.accepts(presented):
-            return Caller(
-                identity=Identity(username=STATIC_USERNAME, groups=["agent-engine:static"]),
-                static=True,
-                namespaces=self.static_namespaces,
-            )
+            return Caller(identity=STATIC_IDENTITY, static=True, namespaces=self.static_namespaces)
         if self.reviewer is None:
             return None
         digest = hashlib.sha256(presented).digest()
@@ -409,6 +406,14 @@ class ClientAuth:
             identity = await self.reviewer.token_review(token, asked)
             self.identities.put(digest, identity)
         return Caller(identity=identity) if identity is not None else None
+
+    def recorded(self, identity: Identity) -> Caller:
+        """The caller an execution recorded as its invoker, to ask on its behalf what it may do (a child an
+        agentRef starts runs as its parent's invoker, oe/children.py): the static token's identity is that
+        token's, with its namespaces, only while this OE has a static token at all."""
+        if self.static_token is not None and identity == STATIC_IDENTITY:
+            return Caller(identity=identity, static=True, namespaces=self.static_namespaces)
+        return Caller(identity=identity)
 
     async def allowed(self, caller: Caller, attrs: Attributes) -> bool:
         if caller.static:

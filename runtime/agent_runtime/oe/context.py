@@ -12,7 +12,7 @@ from agent_runtime.oe.events import EventBus
 from agent_runtime.oe.observer import NullObserver, Observer
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.runtimes import Runtimes
-from agent_runtime.oe.store.base import Store
+from agent_runtime.oe.store.base import ExecutionRecord, Store
 from agent_runtime.oe.stream_settings import StreamSettings
 from agent_runtime.protocol import CallError, CallOutcome, ExecutorCallback
 from agent_runtime.redaction import Redactor, redacted_error, redactor_for
@@ -80,3 +80,5 @@ class EngineContext:
     unreachable: dict[str, float] = field(default_factory=dict)
     # Told the Agent whose execution ended, was cancelled or failed: a queued one may start (admissions).
     slot_freed: Callable[[str], None] = field(default=lambda agent: None)
+    # Told every execution that ended or suspended: a parent held on its child may go on (oe/children.py).
+    settled: Callable[[ExecutionRecord], None] = field(default=lambda record: None)

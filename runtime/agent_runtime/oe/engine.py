@@ -25,6 +25,7 @@ from typing import Any
 from agent_runtime.oe.admissions import Admissions
 from agent_runtime.oe.audit_ledger import AuditExport, AuditLedger, Signer
 from agent_runtime.oe.cancellation import Cancellation
+from agent_runtime.oe.children import Children, MayInvoke
 from agent_runtime.oe.context import EngineContext, Registrations, Secrets
 from agent_runtime.oe.drains import DrainCaller, DrainCallerSettings
 from agent_runtime.oe.errors import BadReview, Conflict, NotFound, UnknownAgent
@@ -133,6 +134,16 @@ class Orchestrator:
         self.runs = Runs(self.ctx, drains=self.drains, aer_lost_after_s=aer_lost_after_s)
         self.executions = Executions(self.ctx, limiter=self.limiter, runs=self.runs)
         self.forks = Forks(self.ctx, runs=self.runs)
+        # agentRef tools (issue 38): child executions, lifted parents' holds (the resume is bound late).
+        self.children = Children(
+            self.ctx,
+            executions=self.executions,
+            recorder=recorder,
+            resume=lambda execution_id, review, *, decided_by, by_child: self.reviews.resume(
+                execution_id, review, decided_by=decided_by, by_child=by_child
+            ),
+        )
+        self.ctx.settled = self.children.ended
         self.steps = Steps(
             self.ctx,
             executions=self.executions,
@@ -141,6 +152,7 @@ class Orchestrator:
             tools=tools,
             limiter=self.limiter,
             drains=self.drains,
+            children=self.children,
         )
         self.reviews = Resumes(
             self.ctx, executions=self.executions, recorder=recorder, runs=self.runs, notices=notices
@@ -160,6 +172,7 @@ class Orchestrator:
             runs=self.runs,
             resumes=self.reviews,
             admissions=self.admissions,
+            children=self.children,
             leases=self.leases,
             aer_lost_after_s=aer_lost_after_s,
             run_restarts=run_restarts,
@@ -265,7 +278,12 @@ class Orchestrator:
     async def watchdog_once(self) -> int:
         return await self.recovery.watchdog_once()
 
+    def authorize_children(self, may_invoke: MayInvoke) -> None:
+        """How a child's start is authorized: the client API's own invoke check (servers/oe.py sets it)."""
+        self.children.may_invoke = may_invoke
+
     async def aclose(self) -> None:
+        await self.children.aclose()
         await self.runs.aclose()
         await self.notifier.aclose()
 

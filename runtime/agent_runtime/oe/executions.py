@@ -12,7 +12,7 @@ from agent_runtime.oe.errors import NotFound, UnknownAgent
 from agent_runtime.oe.limiter import Limiter
 from agent_runtime.oe.registration import AgentRegistration
 from agent_runtime.oe.runs import Runs
-from agent_runtime.oe.store.base import ExecutionRecord, Identity
+from agent_runtime.oe.store.base import ExecutionRecord, Identity, ParentLink
 from agent_runtime.protocol import ExecutionState, InvokeRequest
 
 
@@ -45,14 +45,23 @@ class Executions:
             return None
         return statements[0], expires_at(statements[0])
 
-    async def invoke(self, request: InvokeRequest, *, invoked_by: Identity | None = None) -> ExecutionRecord:
-        """Create the execution (pending) and start it on the Agent's AER in the background."""
+    async def invoke(
+        self,
+        request: InvokeRequest,
+        *,
+        invoked_by: Identity | None = None,
+        execution_id: str | None = None,
+        parent: ParentLink | None = None,
+    ) -> ExecutionRecord:
+        """Create the execution (pending) and start it on the Agent's AER in the background. `parent` and
+        `execution_id` are the OE's own, for a child an agentRef starts (oe/children.py): no client sets
+        them. KeyError when `execution_id` exists already."""
         reg = self.registration(request.agent, hint="the name (<namespace>/<name>) and")
         # LimitReached: a 429 with Retry-After; True: it waits queued (onLimit: queue, oe/admissions.py).
         queued = await self.limiter.admit(reg, user_id=request.user_id)
         now = self.ctx.clock()
         record = ExecutionRecord(
-            execution_id=uuid.uuid4().hex,
+            execution_id=execution_id or uuid.uuid4().hex,
             agent=reg.agent,
             project_id=reg.project_id,
             workspace_id=reg.workspace_id,
@@ -67,10 +76,14 @@ class Executions:
             stream_mode=request.stream_modes(),
             step_results=request.step_results,
             status=ExecutionState.QUEUED if queued else ExecutionState.PENDING,
+            parent=parent,
         )
         record.trace_context = spans.execution_started(execution_id=record.execution_id, agent=reg.agent)
         await self.ctx.store.create_execution(record)
-        await self.ctx.events.publish(record.execution_id, type="created", data={"agent": reg.agent})
+        created: dict[str, object] = {"agent": reg.agent}
+        if parent is not None:
+            created["parent"] = parent.model_dump()
+        await self.ctx.events.publish(record.execution_id, type="created", data=created)
         if queued:
             await self.ctx.events.publish(record.execution_id, type="queued")
             return record

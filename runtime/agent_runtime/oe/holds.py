@@ -20,6 +20,9 @@ from agent_runtime.protocol import ReviewDecision, SuspendReply
 
 # A call the policy holds for a reviewer (requireApproval, or a sensitive tool): not an agent-level hold.
 APPROVAL_REQUIRED = "approval_required"
+# A child execution (an agentRef tool, oe/children.py) waits for a human, or still runs: the parent holds
+# at the calling step until the child ends; only the child's end resumes it (the child's own review decides).
+CHILD = "child"
 SUSPEND = "suspend"
 INTERRUPT = "interrupt"
 BREAKPOINT = "breakpoint"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from agent_runtime.oe.admissions import Admissions
+from agent_runtime.oe.children import Children
 from agent_runtime.oe.context import EngineContext
 from agent_runtime.oe.leases import Leases, watchdog_key
 from agent_runtime.oe.recorder import Recorder
@@ -28,6 +29,7 @@ class Recovery:
         runs: Runs,
         resumes: Resumes,
         admissions: Admissions,
+        children: Children,
         leases: Leases,
         aer_lost_after_s: float,
         run_restarts: int,
@@ -37,6 +39,7 @@ class Recovery:
         self.runs = runs
         self.resumes = resumes
         self.admissions = admissions
+        self.children = children
         self.leases = leases
         self.aer_lost_after_s = aer_lost_after_s
         self.run_restarts = run_restarts
@@ -64,6 +67,7 @@ class Recovery:
         cursor: str | None = None
         now = self.ctx.clock()
         await self.resumes.expire(now)
+        await self.children.sweep()  # parents whose child moved on while no OE was there to see it
         await self.admissions.admit()  # queued executions a slot freed for, also after an OE restart
         while True:
             page = await self.ctx.store.list_executions(status=S.RUNNING, limit=200, cursor=cursor)

@@ -31,8 +31,27 @@ class ToolEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=256)
-    location: Literal["local", "remote"]
+    # `agent`: another Agent called by reference, which the OE runs as a child execution (oe/children.py).
+    location: Literal["local", "remote", "agent"]
     sensitive: bool = False
+    agent: str | None = None  # location agent: the Agent it calls, `<namespace>/<name>`
+
+
+AGENT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$"
+
+
+class AgentRef(BaseModel):
+    """One `spec.agentRefs` entry (issue 38): the tool name the Agent calls it by and the Agent it names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1, max_length=256)
+    agent: str = Field(pattern=AGENT_NAME_PATTERN)
+    description: str = Field(default="", max_length=1024)
+    sensitive: bool = False
+
+    def entry(self) -> ToolEntry:
+        return ToolEntry(name=self.tool, location="agent", sensitive=self.sensitive, agent=self.agent)
 
 
 class AgentRegistration(BaseModel):
@@ -40,7 +59,7 @@ class AgentRegistration(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
-    agent: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$")
+    agent: str = Field(pattern=AGENT_NAME_PATTERN)
     token: SecretStr
     aer_url: str = Field(pattern=r"^https?://")
     tool_url: str = Field(pattern=r"^https?://")
@@ -48,6 +67,8 @@ class AgentRegistration(BaseModel):
     memory_url: str | None = Field(default=None, pattern=r"^https?://")
     policy: ToolPolicy = ToolPolicy()
     tools: tuple[ToolEntry, ...] = ()
+    # Other Agents this one calls by reference (spec.agentRefs): the OE routes these tools itself.
+    agent_refs: tuple[AgentRef, ...] = ()
     # The Agent's own model prices (spec.pricing), over the OE's table (agent_runtime.oe.usage).
     prices: PriceTable | None = None
     # spec.limits (oe/limits.py) and where reviews are announced (spec.notify, oe/notify.py): issue 34.
@@ -145,7 +166,11 @@ class AgentRegistration(BaseModel):
         return tuple(statement for statement in (current, previous) if statement)
 
     def tool(self, name: str) -> ToolEntry | None:
-        return next((entry for entry in self.tools if entry.name == name), None)
+        return self.agent_ref(name) or next((entry for entry in self.tools if entry.name == name), None)
+
+    def agent_ref(self, name: str) -> ToolEntry | None:
+        """The agentRef tool of that name, routed by the OE whatever the AER's list says."""
+        return next((ref.entry() for ref in self.agent_refs if ref.tool == name), None)
 
 
 def token_digest(token: str) -> str:

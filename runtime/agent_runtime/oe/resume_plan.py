@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_runtime.oe.holds import APPROVAL_REQUIRED, INTERRUPT, value_problem
+from agent_runtime.oe.holds import APPROVAL_REQUIRED, CHILD, INTERRUPT, value_problem
 from agent_runtime.oe.limit_holds import LIMIT, raised_to
 from agent_runtime.oe.limit_holds import value_problem as limit_value_problem
 from agent_runtime.oe.store.base import ExecutionRecord, Identity, Review
@@ -43,6 +43,22 @@ def problem(kind: str, review: ReviewDecision) -> tuple[str, str] | None:
     if refusal is not None:
         return "value", refusal
     return None
+
+
+def child_hold_problem(suspension: dict[str, Any] | None, *, by_child: bool) -> tuple[str, str] | None:
+    """A parent held on its child (an agentRef call) is decided by the child's end alone: a person's
+    decision is refused, naming the child whose review to decide (oe/children.py)."""
+    held = suspension or {}
+    if held.get("kind") != CHILD or by_child:
+        return None
+    payload = held.get("payload") if isinstance(held.get("payload"), dict) else {}
+    child = payload.get("child_execution_id", "?")
+    return (
+        "decision",
+        f"this execution waits on its child execution {child} ({payload.get('child_agent', '?')}): decide "
+        f"the child's hold (POST .../executions/{child}/resume); this execution goes on by itself with "
+        "the child's answer",
+    )
 
 
 def claimed_decision(review: ReviewDecision) -> dict[str, Any]:

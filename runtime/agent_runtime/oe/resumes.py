@@ -10,6 +10,7 @@ from agent_runtime.oe.executions import Executions
 from agent_runtime.oe.notify import ReviewEvent
 from agent_runtime.oe.recorder import Recorder
 from agent_runtime.oe.resume_plan import (
+    child_hold_problem,
     claimed_decision,
     executed,
     hold_kind,
@@ -49,6 +50,7 @@ class Resumes:
         project_id: str | None = None,
         decided_by: Identity | None = None,
         announce: ReviewEvent = "review.decided",
+        by_child: bool = False,
     ) -> ExecutionRecord:
         """Record the human decision and re-run the agent from the start.
 
@@ -64,7 +66,7 @@ class Resumes:
         if reg is None:
             raise Conflict("agent_not_registered", f"Agent {record.agent!r} is no longer registered")
         suspension = record.suspension or {}
-        misfit = problem(hold_kind(suspension), review)
+        misfit = child_hold_problem(suspension, by_child=by_child) or problem(hold_kind(suspension), review)
         if misfit is not None:
             raise BadReview(*misfit)
         # One decision per suspension, claimed under a unique key: a second reviewer's different decision is

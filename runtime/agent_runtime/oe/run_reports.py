@@ -77,6 +77,7 @@ class RunReports:
         if target is S.SUSPENDED:
             self.notices.announce(caller, "review.created", updated)
         self.ctx.slot_freed(updated.agent)  # a suspended execution holds no slot either
+        self.ctx.settled(updated)
         return updated
 
     async def graph_stream(self, caller: AgentRegistration, chunk: GraphStreamChunk) -> None:

@@ -172,4 +172,5 @@ class Runs:
         logger.warning("execution %s failed: %s", record.execution_id, error.category)
         await self.ctx.events.publish(record.execution_id, type="failed", data={"error": error.model_dump()})
         self.ctx.slot_freed(record.agent)
+        self.ctx.settled(updated)
         return True

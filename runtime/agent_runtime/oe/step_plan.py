@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agent_runtime.oe.deadlines import stamp
-from agent_runtime.oe.holds import APPROVAL_REQUIRED, agent_hold_kind, decided_answer
+from agent_runtime.oe.holds import APPROVAL_REQUIRED, CHILD, agent_hold_kind, decided_answer
 from agent_runtime.oe.limit_holds import LIMIT, limit_hold, refusal_of
 from agent_runtime.oe.limits import Refusal
 from agent_runtime.oe.policy import Decision, Outcome
@@ -75,12 +75,13 @@ class Act(StrEnum):
     FINISH = "finish"  # `outcome` is known without running anything
     LOCAL = "local"  # a local tool: back to the AER's call stack; its /tool/result finishes it
     TOOL_POD = "tool_pod"  # run `tool` with `args` on the Tool Pod
+    CHILD = "child"  # an agentRef tool: the OE starts (or finds) the child execution and waits on it
     MODEL = "model"  # run the model call (the call's own request, or the held `llm` one once approved)
     OUTCOME_UNKNOWN = "outcome_unknown"  # a local tool a lost run was running: never run again
 
 
 # The acts that run something: the route stage's work.
-RUNS = frozenset({Act.LOCAL, Act.TOOL_POD, Act.MODEL, Act.OUTCOME_UNKNOWN})
+RUNS = frozenset({Act.LOCAL, Act.TOOL_POD, Act.MODEL, Act.OUTCOME_UNKNOWN, Act.CHILD})
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class Ran:
     outcome: CallOutcome | None = None
     route: str = "none"
     partial_text: str | None = None
+    detail: dict[str, Any] | None = None  # for the audit record: the child execution an agentRef started
 
 
 def not_run(plan: Plan) -> Ran:
@@ -197,6 +199,8 @@ def allowed(call: ToolExecuteRequest, entry: Located | None, *, prior: StepRecor
         return Plan(Act.LOCAL, decision="allow", tool=call.tool)
     if call.is_llm:
         return Plan(Act.MODEL, decision="allow", tool=call.tool)
+    if entry is not None and entry.location == "agent":
+        return Plan(Act.CHILD, decision="allow", tool=call.tool)
     return Plan(Act.TOOL_POD, decision="allow", tool=call.tool)
 
 
@@ -209,6 +213,8 @@ def settled(held_step: StepRecord, review: Review) -> Plan | None:
         # Not raised: the execution fails with the limit's category, as onExceed: fail would have.
         refusal = refusal_of(held, notes=review.reviewer_notes)
         return Plan(Act.REFUSE, decision="rejected", reason=refusal.message, refusal=refusal)
+    if held.get("kind") == CHILD:
+        return None  # the child ended: the call runs again and finds the child's answer
     if held.get("kind") not in (APPROVAL_REQUIRED, LIMIT):
         # `app.suspend` (in a tool or in agent code): the step's answer is the human's decision.
         answer = decided_answer(
@@ -244,6 +250,8 @@ def approved(
         return Plan(Act.LOCAL, **common)
     if held.get("llm"):
         return Plan(Act.MODEL, llm=held["llm"], **common)
+    if entry is not None and entry.location == "agent":
+        return Plan(Act.CHILD, **common)
     return Plan(Act.TOOL_POD, **common)
 
 

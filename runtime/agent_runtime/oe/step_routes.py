@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agent_runtime.oe.children import Children
 from agent_runtime.oe.context import EngineContext
 from agent_runtime.oe.drains import DrainCaller
 from agent_runtime.oe.llm_streams import LLM_DELTA, delta_data, streamed_llm_call, wants_stream
@@ -26,13 +27,14 @@ from agent_runtime.oe.step_plan import (
     suspend_payload,
 )
 from agent_runtime.oe.store.base import ExecutionRecord
-from agent_runtime.protocol import CallOutcome, InvokeLLMRequest, ToolExecuteRequest
+from agent_runtime.protocol import CallError, CallOutcome, InvokeLLMRequest, ToolExecuteRequest
 
 
 class StepRoutes:
-    def __init__(self, ctx: EngineContext, *, drains: DrainCaller) -> None:
+    def __init__(self, ctx: EngineContext, *, drains: DrainCaller, children: Children) -> None:
         self.ctx = ctx
         self.drains = drains
+        self.children = children
 
     async def run(
         self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, plan: Plan
@@ -44,10 +46,13 @@ class StepRoutes:
             return Ran(unknown, outcome=unknown.outcome, route="none")
         if plan.act is Act.LOCAL:
             return Ran(plan, route="callback")
-        started: dict[str, Any] = {"tool": plan.tool, "route": "tool_pod", **agent_field(call)}
+        route = "agent" if plan.act is Act.CHILD else "tool_pod"
+        started: dict[str, Any] = {"tool": plan.tool, "route": route, **agent_field(call)}
         if plan.approved:
             started["approved"] = True
         await self.ctx.events.publish(call.execution_id, type="step_started", step=call.step, data=started)
+        if plan.act is Act.CHILD:
+            return await self._child(record, caller, call, plan)
         forwarded = self.ctx.secrets.redactor(caller)  # nothing the OE knows as a secret goes on
         partial: str | None = None
         if plan.act is Act.MODEL:
@@ -70,6 +75,24 @@ class StepRoutes:
         if outcome.status == "suspend":
             outcome = outcome.model_copy(update={"result": suspend_payload(call, outcome.result)})
         return Ran(plan, outcome=outcome, route="tool_pod", partial_text=partial)
+
+    async def _child(
+        self, record: ExecutionRecord, caller: AgentRegistration, call: ToolExecuteRequest, plan: Plan
+    ) -> Ran:
+        """An agentRef tool: the child execution the OE starts (or finds) and waits on (oe/children.py).
+        The target is the registration's; the arguments are the child's input."""
+        entry = caller.agent_ref(plan.tool)
+        args = plan.args if plan.approved and plan.args is not None else call.args
+        if entry is None or entry.agent is None:
+            unknown = CallOutcome(
+                status="error",
+                error=CallError(category="agent_ref_unknown", explanation=f"{plan.tool!r} is no agentRef"),
+            )
+            return Ran(plan, outcome=unknown, route="agent")
+        outcome, detail = await self.children.call(record, step=call.step, target=entry.agent, args=args)
+        if outcome.status == "suspend":
+            outcome = outcome.model_copy(update={"result": suspend_payload(call, outcome.result)})
+        return Ran(plan, outcome=outcome, route="agent", detail=detail)
 
     async def _model_call(
         self,

@@ -17,6 +17,7 @@ import asyncio
 from dataclasses import dataclass
 
 from agent_runtime.oe import spans
+from agent_runtime.oe.children import Children
 from agent_runtime.oe.conditions import facts as condition_facts
 from agent_runtime.oe.context import EngineContext
 from agent_runtime.oe.drains import DrainCaller
@@ -88,6 +89,7 @@ class Steps:
         tools: ToolLookup,
         limiter: Limiter,
         drains: DrainCaller,
+        children: Children,
     ) -> None:
         self.ctx = ctx
         self.executions = executions
@@ -96,7 +98,7 @@ class Steps:
         self.tools = tools
         self.limiter = limiter
         self.drains = drains
-        self.routes = StepRoutes(ctx, drains=drains)
+        self.routes = StepRoutes(ctx, drains=drains, children=children)
         self._inflight: dict[tuple[str, int], asyncio.Future[ToolExecuteAnswer]] = {}
 
     def in_flight(self, execution_id: str) -> bool:
@@ -351,7 +353,7 @@ class Steps:
             executed_args=plan.args,
             partial_text=ran.partial_text,
             # A call held at a limit (onExceed: suspend) is audited with the limit and the figure.
-            detail=refusal_detail(plan.refusal) if plan.refusal is not None else None,
+            detail=refusal_detail(plan.refusal) if plan.refusal is not None else ran.detail,
         )
 
     async def _record(

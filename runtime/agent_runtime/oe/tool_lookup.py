@@ -25,6 +25,9 @@ class ToolLookup:
         none and the OE asks the AER's `GET /tools` (which says `is_local` and `sensitive`), once per
         token, again when a name is missing and the last look is older than a few seconds.
         """
+        referenced = reg.agent_ref(name)
+        if referenced is not None:
+            return referenced  # the registration's alone: no AER can make a tool call another Agent
         if reg.tools:
             return reg.tool(name)
         digest = reg.token_digest()

@@ -61,6 +61,9 @@ def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
         ]
     if record.restarts:
         view["restarts"] = record.restarts
+    if record.parent is not None:
+        # A child an agentRef started (issue 38): the parent execution and the step that called it.
+        view["parent"] = record.parent.model_dump()
     return view
 
 

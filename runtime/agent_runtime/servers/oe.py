@@ -291,6 +291,16 @@ def build_oe_app(
         client_auth = ClientAuth(static_token=as_rotating(client_token))
     auth = client_auth
 
+    async def may_invoke(identity: Identity | None, agent: str) -> bool:
+        """A child an agentRef starts (oe/children.py): may its parent's invoker invoke that Agent, asked
+        as /invoke asks (an execution without a recorded invoker starts none)."""
+        if identity is None:
+            return False
+        namespace, name = agent.split("/", 1)
+        return await auth.allowed(auth.recorded(identity), on_agents(INVOKE, namespace, name))
+
+    engine.authorize_children(may_invoke)
+
     def namespaces_known() -> set[str]:
         if known_namespaces is not None:
             return set(known_namespaces())

@@ -49,6 +49,16 @@ class Review(BaseModel):
     decided_by: Identity | None = None  # None: decided before the OE recorded identities
 
 
+class ParentLink(BaseModel):
+    """The call that started a child execution (an `agentRef` tool, issue 38): the parent execution, its
+    step, its Agent, and how deep the child sits (1: the parent was started by a client)."""
+
+    execution_id: str
+    step: int
+    agent: str
+    depth: int = 1
+
+
 class ExecutionRecord(BaseModel):
     """One execution of one Agent; `status` moves only through `Store.transition`."""
 
@@ -83,6 +93,9 @@ class ExecutionRecord(BaseModel):
     step_results: bool = True
     # The W3C traceparent of the execution's span: every run (a resume too) is its child (oe/spans.py).
     trace_context: str | None = None
+    # Set by the OE alone when an Agent's agentRef tool started this execution (oe/children.py); a record
+    # field, not a column: every store keeps records as JSON, so rows written before it read as None.
+    parent: ParentLink | None = None
 
     def review_at(self, step: int) -> Review | None:
         """The decision that answers the suspension at `step`, if a resume made one."""
@@ -114,7 +127,7 @@ class AuditRecord(BaseModel):
     step: int | None = None
     agent: str
     workspace_id: str
-    kind: Literal["tool", "llm", "callback", "resume", "cancel", "restart", "drain", "interrupt"]
+    kind: Literal["tool", "llm", "callback", "resume", "cancel", "restart", "drain", "interrupt", "parent"]
     tool: str | None = None
     llm_id: str | None = None
     args: Any = None  # redacted arguments (or messages for an LLM call)
