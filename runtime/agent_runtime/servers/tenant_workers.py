@@ -7,7 +7,8 @@ The Tool Pod process keeps the connector credentials and the LLM keys: it is non
 launcher calls process_privacy.make_undumpable), so a worker of the same uid cannot read
 /proc/<pid>/environ or ptrace it, and no object of it is reachable from a worker's `gc`.
 
-A worker that dies fails its calls in flight (`tool_error`) and is started again on the next call.
+A worker that dies fails its calls in flight (`tool_error`; `out_of_memory` when the kernel's OOM killer
+ended it, servers/oom_kills.py) and is started again on the next call.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from agent_runtime.contract import TOKEN_FILE_ENV, is_platform_env
 from agent_runtime.sdk import ToolSpec
+from agent_runtime.servers.oom_kills import killed_by_oom, oom_kills, out_of_memory_explanation
 from agent_runtime.servers.tenant_frames import encode_frame, read_frame
 
 logger = logging.getLogger(__name__)
@@ -38,10 +40,16 @@ _CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|PRIVATE|CRE
 _SHARED_POINTERS = frozenset({TOKEN_FILE_ENV})
 # A sync body keeps its worker thread until it returns; the worker's own timeout answers first.
 _GRACE_S = 5.0
+# How long a worker that closed its socket is given to exit, so its exit status can say why it went.
+_EXIT_WAIT_S = 2.0
 
 
 class WorkerGone(Exception):
     """The worker exited (or never started); the message says which tools it held."""
+
+
+class WorkerOutOfMemory(WorkerGone):
+    """The kernel's OOM killer ended the worker: the container is over its memory limit."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class _Worker:
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
         self.pid: int | None = None
+        self._oom_before: int | None = None
 
     @property
     def alive(self) -> bool:
@@ -103,6 +112,7 @@ class _Worker:
                 )
             finally:
                 child.close()
+            self._oom_before = oom_kills()
             reader, writer = await asyncio.open_connection(sock=parent)
             writer.write(
                 encode_frame(
@@ -131,10 +141,12 @@ class _Worker:
             self._reader_task = asyncio.create_task(self._read(reader))
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
+        ended = False  # the worker closed its end: it exited (or is exiting)
         try:
             while True:
                 frame = await read_frame(reader)
                 if frame is None:
+                    ended = True
                     break
                 future = self._pending.pop(frame.get("id", -1), None)
                 if future is not None and not future.done():
@@ -143,13 +155,30 @@ class _Worker:
             logger.exception("tenant worker for %s sent a malformed frame", ", ".join(self.tools))
         finally:
             self._writer = None
+            gone = await self._why_gone() if ended and self._pending else None
             pending, self._pending = self._pending, {}
             for future in pending.values():
                 if not future.done():
-                    future.set_exception(WorkerGone("the tool's worker process exited during the call"))
+                    future.set_exception(
+                        gone or WorkerGone("the tool's worker process exited during the call")
+                    )
             if self._process is not None and self._process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     self._process.kill()
+
+    async def _why_gone(self) -> WorkerGone:
+        """What the calls in flight of a worker that went away are told: its exit status, and whether the
+        kernel's OOM killer ended it."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), _EXIT_WAIT_S)
+        returncode = None if process is None else process.returncode
+        if killed_by_oom(returncode, before=self._oom_before, after=oom_kills()):
+            logger.warning("the OOM killer ended the worker of tool(s) %s", ", ".join(self.tools))
+            return WorkerOutOfMemory(out_of_memory_explanation(self.tools))
+        status = "" if returncode is None else f" (exit status {returncode})"
+        return WorkerGone(f"the tool's worker process exited during the call{status}")
 
     async def call(
         self, spec: ToolSpec, arguments: Mapping[str, Any], context: Mapping[str, Any]

@@ -56,13 +56,14 @@ from agent_runtime.sdk.tool_messages import TOOL_MESSAGE, tool_message
 from agent_runtime.sdk.tracking import CallInterrupted, ExecutionDraining, run_tracked
 from agent_runtime.servers.drain import WorkRegistry
 from agent_runtime.servers.metrics import ToolMetrics
-from agent_runtime.servers.tenant_workers import TenantWorkers, WorkerGone
+from agent_runtime.servers.oom_kills import OUT_OF_MEMORY
+from agent_runtime.servers.tenant_workers import TenantWorkers, WorkerGone, WorkerOutOfMemory
 from agent_runtime.servers.tool_surface import check_unique_tool_names
 
 logger = logging.getLogger(__name__)
 
 # Categories the Tool Pod adds to the connector core's (auth, forbidden, not_found, rate_limited,
-# timeout, connection, client_error, server_error).
+# timeout, connection, client_error, server_error); and out_of_memory (servers/oom_kills.py).
 UNKNOWN_TOOL = "unknown_tool"
 INVALID_ARGUMENTS = "invalid_arguments"
 TOOL_ERROR = "tool_error"
@@ -324,6 +325,8 @@ class ToolCallService:
         }
         try:
             reply = await self._workers.call(spec, call.arguments, context)
+        except WorkerOutOfMemory as exc:
+            raise _TenantToolFailure(OUT_OF_MEMORY, f"tool {spec.name!r} failed: {exc}") from None
         except WorkerGone as exc:
             raise _TenantToolFailure(TOOL_ERROR, f"tool {spec.name!r} failed: {exc}") from None
         fields = reply.fields
