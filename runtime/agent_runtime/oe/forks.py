@@ -73,6 +73,8 @@ class Forks:
             # Started as a restarted run is (a resume of a running execution): this is its first run.
             status=ExecutionState.RUNNING,
             runs=1,
+            forked_from=parent.execution_id,
+            at_step=step,
         )
         if record.session_id == parent.session_id:
             raise Conflict(FORK_REFUSED, "a fork goes to a new session: name another session_id (or none)")

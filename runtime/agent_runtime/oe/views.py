@@ -64,6 +64,10 @@ def client_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
     if record.parent is not None:
         # A child an agentRef started (issue 38): the parent execution and the step that called it.
         view["parent"] = record.parent.model_dump()
+    if record.forked_from is not None:
+        # A session fork (issue 39): the execution it was forked from and the step it re-ran from.
+        view["forked_from"] = record.forked_from
+        view["at_step"] = record.at_step
     return view
 
 

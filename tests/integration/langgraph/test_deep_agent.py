@@ -300,6 +300,9 @@ def test_a_session_forked_at_its_last_model_step_reruns_from_there_and_the_paren
     fork = platform.wait(fork_id, "completed", "failed", timeout=90)
     assert fork["status"] == "completed", (fork.get("error"), fork)
     assert fork["result"]["messages"][-1]["content"] == "fork answer"
+    # The fork's origin is the execution's own, not only its created event's.
+    assert (fork["forked_from"], fork["at_step"]) == (parent_id, last_model_step)
+    assert "forked_from" not in platform.wait(parent_id, "completed")
     # Steps before the fork point came from the cache: the model was asked once, nothing ran again.
     assert len(peer.requests) - asked_from == 1
     assert _ledger(platform)[before:] == [{"tool": "lookup", "topic": topic}]
@@ -349,6 +352,13 @@ def test_the_cli_forks_a_session(platform: Platform, peer: RunningLLMPeer) -> No
     view = json.loads(done.stdout)
     assert view["status"] == "completed" and view["session_id"] != session_id, view
     assert view["result"]["messages"][-1]["content"] == "second"
+    # `agentengine get execution` shows where the fork came from, in every output.
+    shown = run_cli(platform, "get", "execution", view["execution_id"])
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split(None, 1)[0]: line.split(None, 1)[-1].strip() for line in shown.stdout.splitlines()}
+    assert rows["forked_from"] == parent_id and rows["at_step"] == str(model_step), shown.stdout
+    as_json = json.loads(run_cli(platform, "get", "execution", view["execution_id"], "-o", "json").stdout)
+    assert (as_json["forked_from"], as_json["at_step"]) == (parent_id, model_step)
     assert platform.wait(parent_id, "completed")["result"]["messages"][-1]["content"] == "first"
 
 

@@ -96,6 +96,10 @@ class ExecutionRecord(BaseModel):
     # Set by the OE alone when an Agent's agentRef tool started this execution (oe/children.py); a record
     # field, not a column: every store keeps records as JSON, so rows written before it read as None.
     parent: ParentLink | None = None
+    # A session fork's origin (oe/forks.py, issue 39): the finished execution it was forked from and the step
+    # it re-ran from; record fields too, None on every execution that is not a fork.
+    forked_from: str | None = None
+    at_step: int | None = None
 
     def review_at(self, step: int) -> Review | None:
         """The decision that answers the suspension at `step`, if a resume made one."""
