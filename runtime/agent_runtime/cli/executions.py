@@ -36,6 +36,23 @@ AUDIT_COLUMNS = (
 )
 
 
+def children_of(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The child executions an execution's agentRef calls started, from its step audit records (issue 38):
+    one per step, the latest record's status."""
+    found: dict[Any, dict[str, Any]] = {}
+    for record in records:
+        detail = record.get("detail") or {}
+        if record.get("kind") == "tool" and detail.get("child_execution_id"):
+            found[record.get("step")] = {
+                "step": record.get("step"),
+                "tool": record.get("tool"),
+                "execution_id": detail["child_execution_id"],
+                "agent": detail.get("child_agent"),
+                "status": detail.get("child_status"),
+            }
+    return list(found.values())
+
+
 def parse_input(raw: str | None, *, text: str | None = None) -> Any:
     """`--input`: JSON text, `@file` holding JSON, or `@-` (stdin); `--text T` is `{"text": T}`; a clear
     usage error otherwise (and when both are given)."""
@@ -210,10 +227,14 @@ def get_executions(
 @output_option
 @click.pass_context
 def get_execution(ctx: click.Context, execution_id: str, output: str) -> None:
-    """Show one execution."""
+    """Show one execution: its parent when an agentRef call started it, the children its calls started."""
     client, _ = open_client(ctx)
     with client:
-        emit(client.execution(execution_id), output=output)
+        view = client.execution(execution_id)
+        children = children_of(client.audit(execution_id))
+    if children:
+        view["children"] = children
+    emit(view, output=output)
 
 
 @click.command()

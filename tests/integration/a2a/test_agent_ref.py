@@ -7,15 +7,18 @@ static token is scoped to team-a, so the parent's user may invoke team-a/loop an
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Process
-from tests.integration.loop.harness import AGENT, RUNTIME_TOKEN, Platform
+from tests.conftest import REPO_ROOT, Process
+from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, RUNTIME_TOKEN, Platform
 from tests.providers.echo_provider import running_echo_provider
 from tests.providers.llm_peer import running_llm_peer
 
@@ -85,6 +88,36 @@ def test_an_agent_ref_call_is_a_child_execution_linked_to_its_parent(platform: P
     assert "shout" in [r["tool"] for r in child_audit if r["kind"] == "tool"]
     parent_tools = [(r["tool"], r["route"]) for r in platform.audit(parent) if r["kind"] == "tool"]
     assert parent_tools == [("agent.loop", "agent")]
+
+
+def cli_view(platform: Platform, execution_id: str) -> dict[str, Any]:
+    """`agentengine get execution ID -o json`, the CLI as a user runs it against this OE."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENTENGINE_SERVER": platform.oe_url,
+        "AGENTENGINE_TOKEN": CLIENT_TOKEN,
+        "HOME": str(platform.tmp),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    argv = [sys.executable, "-m", "agent_runtime.cli", "get", "execution", execution_id, "-o", "json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_the_cli_shows_the_parent_of_a_child_and_the_children_of_a_parent(platform: Platform) -> None:
+    parent = platform.invoke(calls(("agent.loop", {"input": calls(("shout", {"text": "c"}))})))
+    assert platform.wait(parent)["status"] == "completed"
+    child = child_of(platform, parent)
+    (shown,) = cli_view(platform, parent)["children"]
+    assert shown == {
+        "step": 1,
+        "tool": "agent.loop",
+        "execution_id": child,
+        "agent": AGENT,
+        "status": "completed",
+    }
+    assert cli_view(platform, child)["parent"]["execution_id"] == parent
 
 
 def test_another_teams_agent_is_refused_and_nothing_starts(platform: Platform) -> None:

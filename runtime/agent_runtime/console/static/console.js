@@ -581,6 +581,11 @@
       field(dl, "Finished", when(view.finished_at));
       field(dl, "Runs", view.runs);
       field(dl, "Cancelled by", who(view.cancelled_by));
+      if (view.parent) {
+        // A child an agentRef call started (issue 38): the parent execution and the step that called it.
+        const p = view.parent;
+        field(dl, "Parent", el("span", {}, el("a", { href: `/console/executions/${encodeURIComponent(p.execution_id)}`, id: "parent-link", text: p.execution_id }), ` step ${p.step} (${p.agent})`));
+      }
       const parts = [dl];
       if (view.result !== undefined) parts.push(el("h3", { text: "Result" }), pre(view.result, "value result"));
       if (view.error) parts.push(el("h3", { text: "Error" }), pre(view.error, "value error"));
@@ -599,7 +604,13 @@
       }
       summary.replaceChildren(...parts);
       held.replaceChildren();
-      if (view.status === "suspended" && view.suspension) {
+      const waitsOn = view.suspension && view.suspension.kind === "child" && view.suspension.payload;
+      if (view.status === "suspended" && waitsOn) {
+        // Held on its child: decided in the child's own review, so a link there, not decision buttons.
+        const c = view.suspension.payload;
+        const asked = c.held ? ` (${c.held.tool} at step ${c.held.step})` : "";
+        held.append(el("h2", { text: "Held call" }), el("p", { id: "child-hold" }, `Waits on child execution `, el("a", { href: `/console/executions/${encodeURIComponent(c.child_execution_id)}`, id: "child-link", text: c.child_execution_id }), ` of ${c.child_agent}${asked}: decide it there; this execution goes on with the child's answer.`));
+      } else if (view.status === "suspended" && view.suspension) {
         const s = view.suspension;
         const item = {
           execution_id: view.execution_id,
