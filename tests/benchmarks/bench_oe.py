@@ -86,7 +86,7 @@ class Stack:
         self.processes.append(proc)
         wait_for_port("127.0.0.1", port, proc=proc, timeout=60)
         deadline = time.monotonic() + 30
-        while httpx.get(f"http://127.0.0.1:{port}/readyz").status_code != 200:
+        while httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).status_code != 200:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{mode} not ready")
             time.sleep(0.05)

@@ -6,6 +6,7 @@ any field whose name says it holds a credential is masked, at any depth. Large v
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -45,6 +46,7 @@ def redact_value(value: Any, *, secrets: Iterable[str]) -> Any:
     return walk(value)
 
 
+@functools.lru_cache(maxsize=4096)  # the same few field names, audited at every step
 def _credential_named(key: str) -> bool:
     return bool(_SECRET_FIELD.search(key)) and not _USAGE_FIELD.match(key)
 

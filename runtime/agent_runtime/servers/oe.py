@@ -631,6 +631,11 @@ def build_oe_app(
         return Response(body, media_type=content_type)
 
     routes = [
+        # The runtimes' routes first: the router tries routes in order, and every step is one of these.
+        Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
+        Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
+        Route(OE_GRAPH_STREAM_PATH, runtime_guard(graph_stream), methods=["POST"]),
+        Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),
         Route("/invoke", client_guard(invoke), methods=["POST"]),
         Route(CONNECTOR_TYPES_PATH, client_guard(list_connector_types), methods=["GET"]),
         Route("/executions", client_guard(list_executions), methods=["GET"]),
@@ -665,10 +670,6 @@ def build_oe_app(
         ),
         connector_test.oe_route(engine, client_guard, may_invoke=may_invoke),
         *oe_knowledge.knowledge_routes(engine, client_guard, require=lambda r, a: require(_caller(r), a)),
-        Route(OE_TOOL_EXECUTE_PATH, runtime_guard(tool_execute), methods=["POST"]),
-        Route(OE_TOOL_RESULT_PATH, runtime_guard(tool_result), methods=["POST"]),
-        Route(OE_GRAPH_STREAM_PATH, runtime_guard(graph_stream), methods=["POST"]),
-        Route(OE_CALLBACK_PATH, runtime_guard(callback), methods=["POST"]),
         *health_routes(readiness),
         Route(METRICS_PATH, metrics_endpoint, methods=["GET"]),
         # The client API's description: public, like the probes (it holds no data, only shapes).

@@ -499,8 +499,12 @@ class _Worker:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 outcomes = [(False, exc)] * len(batch)
+        # One wake-up of each event loop per batch, not one per call: each is a write to its self-pipe.
+        settled: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for (_, _, loop, future), (ok, value) in zip(batch, outcomes, strict=True):
-            loop.call_soon_threadsafe(_settle, future, ok, value)
+            settled.setdefault(loop, []).append((future, ok, value))
+        for loop, results in settled.items():
+            loop.call_soon_threadsafe(_settle_all, results)
 
     def _transaction_connection(self, batch: list[_Call]) -> sqlite3.Connection | None:
         """Open one transaction around a batch of several calls; a lone call runs in autocommit."""
@@ -514,10 +518,11 @@ class _Worker:
         return conn
 
 
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.cancelled():
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
+def _settle_all(results: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in results:
+        if future.cancelled():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
