@@ -31,8 +31,15 @@ run: venv cluster-bins
 	AGENT_ENGINE_CONTROL_PLANE="$${AGENT_ENGINE_CONTROL_PLANE:-$(abspath $(PY)) -m tests.cluster.controlplane serve --nodes 1}" \
 		$(PY) -m agent_runtime.demo $(RUN_ARGS)
 
+# The TypeScript workspace (runtime-ts: @agent-engine/runner and the framework SDKs): npm ci from the
+# lockfile (nothing is fetched after it), the file-name and package lints, tsc -b of every package, each
+# package's tests. The drain tier's TS vectors run the launcher this builds.
+.PHONY: ts
+ts:
+	cd runtime-ts && npm ci --no-audit --no-fund && npm run lint && npm test
+
 # Every tier this machine can run: unit, integration, crash, cluster (e2e needs Docker: make e2e-kind).
-test: lint cluster-bins node-bins images ferretdb-bin observability-bins peers browser
+test: lint ts cluster-bins node-bins images ferretdb-bin observability-bins peers browser
 	$(PY) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 unit: venv

@@ -9,20 +9,24 @@ import pytest
 
 from tests.conftest import Process
 from tests.integration.drain.harness import DrainPlatform, start_platform
+from tests.integration.drain.node_runtime import start_node_platform
+
+STARTERS = {"python": start_platform, "node": start_node_platform}
 
 
 @pytest.fixture(scope="module")
 def platforms(
     tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process]
-) -> Callable[[Mapping[str, str]], DrainPlatform]:
-    """A platform for given runtime settings, started on first use and kept for the module."""
-    started: dict[tuple[tuple[str, str], ...], DrainPlatform] = {}
+) -> Callable[..., DrainPlatform]:
+    """A platform for given runtime settings and runtime language (`python`, or `node`: the TypeScript
+    runner as AER and Tool Pod), started on first use and kept for the module."""
+    started: dict[tuple[str, tuple[tuple[str, str], ...]], DrainPlatform] = {}
 
-    def get(settings: Mapping[str, str]) -> DrainPlatform:
-        key = tuple(sorted(settings.items()))
+    def get(settings: Mapping[str, str], language: str = "python") -> DrainPlatform:
+        key = (language, tuple(sorted(settings.items())))
         if key not in started:
-            tmp = tmp_path_factory.mktemp("platform")
-            started[key] = start_platform(tmp, module_spawn, settings)
+            tmp = tmp_path_factory.mktemp(f"platform-{language}")
+            started[key] = STARTERS[language](tmp, module_spawn, settings)
         return started[key]
 
     return get

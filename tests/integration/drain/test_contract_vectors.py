@@ -1,11 +1,13 @@
 """The shared vectors (tests/fixtures/drain, tests/fixtures/interrupt-call) against a real AER and Tool Pod.
 
-Every vector runs on both runtimes and must get exactly the answers its file lists.
+Every vector runs on every runtime, the Python ones and the TypeScript runner's (`ts-aer`, `ts-tool`: the
+`node` launcher, with TypeScript's AbortController semantics), and must get exactly the answers its file
+lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,8 @@ from tests.integration.drain.harness import (
 )
 
 VECTORS = load_vectors(DRAIN_VECTORS) + load_vectors(INTERRUPT_VECTORS)
-RUNTIMES = {"tool": ToolPodRuntime, "aer": AERRuntime}
+RUNTIMES = {"tool": ToolPodRuntime, "aer": AERRuntime, "ts-tool": ToolPodRuntime, "ts-aer": AERRuntime}
+LANGUAGE = {"tool": "python", "aer": "python", "ts-tool": "node", "ts-aer": "node"}
 
 
 @pytest.mark.parametrize("runtime_name", sorted(RUNTIMES))
@@ -31,10 +34,10 @@ def test_vector(
     request: pytest.FixtureRequest,
     vector: Vector,
     runtime_name: str,
-    platforms: Callable[[Mapping[str, str]], DrainPlatform],
+    platforms: Callable[..., DrainPlatform],
     tmp_path: Path,
 ) -> None:
-    platform = platforms(vector.settings)
+    platform = platforms(vector.settings, LANGUAGE[runtime_name])
     request.node.drain_platform = platform
     runtime = RUNTIMES[runtime_name](platform, tmp_path)
     runtime.begin(vector, VECTORS.index(vector))
