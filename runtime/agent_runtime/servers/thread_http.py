@@ -14,7 +14,7 @@ LangGraph App answers 404.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
@@ -29,6 +29,8 @@ THREAD_FORK_PATH = "/threads/{session_id}/fork"
 SESSIONS_PATH = "/query/sessions"
 SESSION_MESSAGES_PATH = "/query/sessions/{session_id}/messages"
 MAX_UPDATE_BODY_BYTES = 1024 * 1024
+
+Body = TypeVar("Body", bound=BaseModel)
 
 
 def is_thread_path(path: str) -> bool:
@@ -62,6 +64,17 @@ def _refusal(exc: Exception) -> Response | None:
     return None
 
 
+async def parsed(request: Request, model: type[Body]) -> Body | Response:
+    """The request's body as `model`, or the 413 or 400 answer naming what is wrong."""
+    body = await read_request_body(request, limit=MAX_UPDATE_BODY_BYTES)
+    if body is None:
+        return JSONResponse(too_large(MAX_UPDATE_BODY_BYTES), status_code=413)
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        return JSONResponse(malformed(exc), status_code=400)
+
+
 def thread_routes(app: App, *, app_id: str | None) -> list[Route]:
     workspace = app_id or ""
 
@@ -92,13 +105,9 @@ def thread_routes(app: App, *, app_id: str | None) -> list[Route]:
         refused = served()
         if refused is not None:
             return refused
-        body = await read_request_body(request, limit=MAX_UPDATE_BODY_BYTES)
-        if body is None:
-            return JSONResponse(too_large(MAX_UPDATE_BODY_BYTES), status_code=413)
-        try:
-            change = ThreadUpdate.model_validate_json(body)
-        except ValidationError as exc:
-            return JSONResponse(malformed(exc), status_code=400)
+        change = await parsed(request, ThreadUpdate)
+        if isinstance(change, Response):
+            return change
         call = app.update_thread_state(  # type: ignore[attr-defined]
             request.path_params["session_id"],
             workspace_id=workspace,
@@ -111,13 +120,9 @@ def thread_routes(app: App, *, app_id: str | None) -> list[Route]:
         refused = served()
         if refused is not None:
             return refused
-        body = await read_request_body(request, limit=MAX_UPDATE_BODY_BYTES)
-        if body is None:
-            return JSONResponse(too_large(MAX_UPDATE_BODY_BYTES), status_code=413)
-        try:
-            asked = ThreadFork.model_validate_json(body)
-        except ValidationError as exc:
-            return JSONResponse(malformed(exc), status_code=400)
+        asked = await parsed(request, ThreadFork)
+        if isinstance(asked, Response):
+            return asked
         call = app.fork_thread(  # type: ignore[attr-defined]
             request.path_params["session_id"],
             workspace_id=workspace,
