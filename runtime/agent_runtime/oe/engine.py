@@ -199,8 +199,15 @@ class Orchestrator:
     ) -> tuple[str, float] | None:
         return self.executions.memory_export_statement(agent, user_id=user_id, org_id=org_id)
 
-    async def invoke(self, request: InvokeRequest, *, invoked_by: Identity | None = None) -> ExecutionRecord:
-        return await self.executions.invoke(request, invoked_by=invoked_by)
+    async def invoke(
+        self,
+        request: InvokeRequest,
+        *,
+        invoked_by: Identity | None = None,
+        execution_id: str | None = None,
+    ) -> ExecutionRecord:
+        """`execution_id`: the id the caller claimed for it (an A2A message sent again finds it)."""
+        return await self.executions.invoke(request, invoked_by=invoked_by, execution_id=execution_id)
 
     async def fork(
         self,

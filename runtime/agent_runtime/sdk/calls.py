@@ -18,9 +18,11 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from agent_runtime.connectors.call_key import CALL
 from agent_runtime.protocol import SuspendReply, ToolExecuteRequest
 
-_call_var: ContextVar[tuple[str, int] | None] = ContextVar("agent_runtime_call", default=None)
+# The connectors' own variable (connectors/call_key.py): a connector the Tool Pod runs sees the same call.
+_call_var = CALL
 
 
 @contextlib.contextmanager

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
 
@@ -231,8 +233,21 @@ class ExecutionTasks(RequestHandler):
                 message="; ".join(f"{p['field']}: {p['message']}" for p in problems),
                 data={"errors": problems},
             ) from None
+        # A message sent again under its id (a client that lost the answer, an `agent` connector resending
+        # one call after a crash) is the task it started, for the same caller on the same Agent: the id's
+        # claim is unique in the store, so a resend never starts a second execution.
+        fresh = uuid.uuid4().hex
+        taken = None
+        if message.message_id:
+            who = f"{agent}\n{caller.identity.username}\n{caller.identity.uid or ''}\n{message.message_id}"
+            key = f"a2a-message:{hashlib.sha256(who.encode()).hexdigest()}"
+            taken = await self.engine.store.claim_once(key, {"execution_id": fresh})
+        if taken is not None:
+            earlier = await self.engine.store.get_execution(str(taken.get("execution_id")))
+            if earlier is not None and earlier.agent == agent:
+                return earlier
         try:
-            record = await self.engine.invoke(request, invoked_by=caller.identity)
+            record = await self.engine.invoke(request, invoked_by=caller.identity, execution_id=fresh)
         except UnknownAgent as exc:
             raise TaskNotFoundError(message=str(exc)) from None
         except LimitReached as exc:

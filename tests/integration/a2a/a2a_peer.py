@@ -111,6 +111,9 @@ class PeerExecutor(AgentExecutor):
             if skill == "transfer":
                 with self.ledger.open("a") as ledger:
                     ledger.write(f"transfer {asked}\n")
+                # The message id each transfer came with: an `agent` connector's is its call's (issue 38).
+                with self.ledger.with_name(self.ledger.name + ".messages").open("a") as ids:
+                    ids.write(f"{message.message_id}\n")
             await updater.add_artifact([_text(f"{skill} done: {asked}")], name="result")
             await updater.complete()
 

@@ -29,6 +29,7 @@ from agent_runtime.connectors import (
     write_bundle,
 )
 from agent_runtime.connectors.builtin.agent import agent_connector, card_record
+from agent_runtime.connectors.call_key import message_id
 from agent_runtime.connectors.framework import ConnectorConfigError
 from tests.conftest import REPO_ROOT, Process, free_port
 from tests.integration.a2a.a2a_peer import TOKEN_ENV
@@ -146,6 +147,9 @@ def test_a_sensitive_skill_is_held_approved_and_run_once(platform: Platform, pee
     assert view["status"] == "completed", view
     assert view["result"]["results"] == ['transfer done: {"amount": 5.0, "to": "bob"}']
     assert peer.transfers()[len(before) :] == ['transfer {"amount": 5.0, "to": "bob"}']
+    # Its message id is derived from (execution, step): a resend of this call would carry the same one.
+    sent = peer.ledger.with_name(peer.ledger.name + ".messages").read_text().splitlines()
+    assert sent[-1] == message_id((execution_id, 1)) and execution_id not in sent[-1]
     decisions = [
         r["decision"]
         for r in platform.audit(execution_id)

@@ -185,6 +185,27 @@ def test_send_answers_the_finished_task_which_is_the_execution(platform: Platfor
     assert "entrypoint" in text.status.message.parts[0].text
 
 
+def test_a_message_sent_again_under_its_id_is_the_task_it_started(platform: Platform) -> None:
+    """A resend (a client that lost the answer, an `agent` connector after a crash) starts nothing new; the
+    same id from another Agent's path is another message."""
+    with platform.client() as client:
+        before = len(client.get("/executions", params={"agent": AGENT, "limit": 200}).json()["items"])
+    sent = message(calls(("send_notification", {"text": "resent-once"})))
+
+    async def twice() -> tuple[Task, Task]:
+        async with a2a_client(platform, streaming=False) as client:
+            first = [a async for a in client.send_message(SendMessageRequest(message=sent))]
+            second = [a async for a in client.send_message(SendMessageRequest(message=sent))]
+        return first[0].task, second[0].task
+
+    first, second = asyncio.run(twice())
+    assert first.id == second.id and second.status.state == TaskState.TASK_STATE_COMPLETED
+    with platform.client() as client:
+        after = len(client.get("/executions", params={"agent": AGENT, "limit": 200}).json()["items"])
+    assert after == before + 1
+    assert platform.ledger.read_text().splitlines().count("notify resent-once") == 1
+
+
 def test_stream_carries_the_executions_events_then_the_result(platform: Platform) -> None:
     answers = asyncio.run(stream(platform, calls(("shout", {"text": "a"}), ("shout", {"text": "b"}))))
     assert answers[0].HasField("task")

@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import json
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +28,7 @@ from a2a.types.a2a_pb2 import AgentCard, Message, Part, Role, SendMessageRequest
 from google.protobuf import json_format, struct_pb2
 
 from agent_runtime.connectors.builtin._rest import host_port
+from agent_runtime.connectors.call_key import current_call, message_id
 from agent_runtime.connectors.errors import ToolArgumentError
 from agent_runtime.connectors.framework import (
     INVALID_ARGUMENTS,
@@ -303,7 +303,9 @@ class AgentConnector(BuiltinConnector):
         if ("text" in arguments) == ("data" in arguments):
             raise BuiltinToolError(INVALID_ARGUMENTS, "arguments: give exactly one of text or data")
         part = Part(text=str(arguments["text"])) if "text" in arguments else _data_part(arguments["data"])
-        message = Message(message_id=_message_id(), role=Role.ROLE_USER, parts=[part])
+        # The same id every time this (execution, step) is sent (a resend after a crash): a remote that
+        # dedupes on it (the OE's own A2A server does) answers the first task again.
+        message = Message(message_id=message_id(current_call()), role=Role.ROLE_USER, parts=[part])
         message.metadata.update({"skill": skill})
         client = await self._client(env)
         try:
@@ -347,10 +349,6 @@ def _data_part(value: Any) -> Part:
     part = Part(media_type="application/json")
     part.data.CopyFrom(json_format.ParseDict(value, struct_pb2.Value()))
     return part
-
-
-def _message_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _client_error(exc: Exception) -> str:
