@@ -182,6 +182,17 @@ class NotifySpec(Spec):
     channel: str | None = None
 
 
+class AgentRefSpec(Spec):
+    """One `spec.agentRefs` entry (issue 38): another Agent this one calls as a tool, which the OE runs as a
+    child execution as the parent's user (agent_runtime/oe/children.py)."""
+
+    name: str  # the Agent's name
+    namespace: str | None = None  # None: the Agent's own namespace
+    tool: str | None = None  # None: agent.<name> (agent.<namespace>.<name> for another namespace)
+    description: str = ""
+    sensitive: bool = False
+
+
 class KnowledgeMount(Spec):
     """One `spec.knowledge` entry (issue 37): a ConfigMap or Secret of documents mounted into the Tool Pod."""
 
@@ -196,6 +207,7 @@ class AgentSpec(Spec):
     image_pull_secrets: tuple[str, ...] = ()
     entrypoint: str
     connectors: tuple[str, ...] = ()
+    agent_refs: tuple[AgentRefSpec, ...] = ()  # issue 38: other Agents called as tools, through the OE
     knowledge: tuple[KnowledgeMount, ...] = ()  # issue 37: documents mounted into the Tool Pod
     llm: LlmSpec = Field(default_factory=LlmSpec)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)

@@ -18,7 +18,12 @@ from agent_operator.render import AGENT_LABEL, MANAGED_BY, MODES, component_name
 from agent_operator.settings import RenderSettings
 from agent_runtime import contract
 from agent_runtime.oe.agent_status import status_summary
-from agent_runtime.oe.registration import REGISTRATION_KEY, REGISTRATION_LABEL, AgentRegistration
+from agent_runtime.oe.registration import (
+    REGISTRATION_KEY,
+    REGISTRATION_LABEL,
+    AgentRef,
+    AgentRegistration,
+)
 
 AGENT_NAMESPACE_LABEL = "agentengine.io/agent-namespace"
 _MAX_NAME = 253
@@ -50,7 +55,26 @@ def registration_document(agent: Agent, *, token: str) -> AgentRegistration:
         policy=agent.spec.tools,
         limits=agent.spec.limits,
         prices=agent.spec.pricing,  # spec.pricing, over the OE's own table (issue 33)
+        agent_refs=agent_refs(agent),
     )
+
+
+def agent_refs(agent: Agent) -> tuple[AgentRef, ...]:
+    """spec.agentRefs as the OE routes them (issue 38): each a tool name and the Agent it starts."""
+    own = agent.meta.namespace
+    refs = []
+    for ref in agent.spec.agent_refs:
+        namespace = ref.namespace or own
+        default = f"agent.{ref.name}" if namespace == own else f"agent.{namespace}.{ref.name}"
+        refs.append(
+            AgentRef(
+                tool=ref.tool or default,
+                agent=f"{namespace}/{ref.name}",
+                description=ref.description,
+                sensitive=ref.sensitive,
+            )
+        )
+    return tuple(refs)
 
 
 def render_registration(
@@ -65,7 +89,7 @@ def render_registration(
     # The Agent's status as last written (conditions, bundle digest): the console's Agents page shows it.
     summary = status_summary(agent.status)
     document["status"] = summary.model_dump(mode="json", by_alias=True) if summary is not None else None
-    for empty in ("limits", "notify", "status", "memoryUrl"):
+    for empty in ("limits", "notify", "status", "memoryUrl", "agentRefs"):
         if not document.get(empty):
             document.pop(empty, None)
     document["token"] = token  # the dump masks a SecretStr; the OE needs the value

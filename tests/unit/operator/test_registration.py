@@ -38,6 +38,27 @@ def test_the_oe_parses_what_the_operator_publishes() -> None:
     assert json.loads(raw)["policy"]["allow"] == ["petstore_*", "invoke_llm"]
 
 
+def test_agent_refs_reach_the_oe_as_tools_it_routes_itself() -> None:
+    """spec.agentRefs (issue 38): a tool name each (agent.<name>, or agent.<namespace>.<name> for another
+    namespace, unless one is given) and the Agent it starts; none set, the document has no field for it."""
+    refs = [
+        {"name": "billing"},
+        {"name": "ledger", "namespace": "team-b", "sensitive": True},
+        {"name": "support-bot", "tool": "ask_myself", "description": "me again"},
+    ]
+    secret = render_registration(_agent(agentRefs=refs), token=TOKEN, settings=RenderSettings())
+    reg = parse_registration(base64.b64decode(secret["data"][REGISTRATION_KEY]), source="test")
+    assert [(r.tool, r.agent, r.sensitive) for r in reg.agent_refs] == [
+        ("agent.billing", "team-a/billing", False),
+        ("agent.team-b.ledger", "team-b/ledger", True),
+        ("ask_myself", "team-a/support-bot", False),
+    ]
+    entry = reg.tool("agent.team-b.ledger")
+    assert entry is not None and entry.location == "agent" and entry.agent == "team-b/ledger"
+    plain = render_registration(_agent(), token=TOKEN, settings=RenderSettings())
+    assert "agentRefs" not in json.loads(base64.b64decode(plain["data"][REGISTRATION_KEY]))
+
+
 def test_same_inputs_same_secret_and_names_fit() -> None:
     agent = _agent()
     settings = RenderSettings()
