@@ -25,7 +25,7 @@ from agent_runtime.oe.store import (
     StepRecord,
     Store,
 )
-from agent_runtime.oe.store.base import Identity, StepDecider
+from agent_runtime.oe.store.base import Identity, ParentLink, StepDecider
 from agent_runtime.protocol import CallError, CallOutcome, ExecutionState
 from tests.conftest import REPO_ROOT
 from tests.integration.stores import Backend
@@ -478,6 +478,28 @@ def test_reviews_and_restarts_round_trip(backend: Backend) -> None:
         stored = await store.get_execution("e-1")
         assert stored is not None and stored.reviews == [review] and stored.review_at(3) == review
         assert stored.review_at(4) is None
+
+    backend.run(scenario)
+
+
+def test_a_childs_parent_link_round_trips_and_older_rows_read_without_one(backend: Backend) -> None:
+    """agentRef (issue 38): the child's record keeps its parent (a record field on every store, no
+    column), a record written without it reads as None, and the start key is claimed once."""
+    link = ParentLink(execution_id="e-parent", step=4, agent="team-a/loop", depth=2)
+
+    async def scenario(store: Store) -> None:
+        await store.create_execution(execution("e-old"))
+        await store.create_execution(execution("e-child").model_copy(update={"parent": link}))
+        child, old = await store.get_execution("e-child"), await store.get_execution("e-old")
+        assert child is not None and child.parent == link
+        assert old is not None and old.parent is None
+        moved = await store.transition(
+            "e-child", from_states=frozenset({S.PENDING}), changes={"status": S.RUNNING}
+        )
+        assert moved is not None and moved.parent == link
+        assert await store.claim_once("child:e-parent:4", {"execution_id": "e-child"}) is None
+        again = await store.claim_once("child:e-parent:4", {"execution_id": "e-other"})
+        assert again == {"execution_id": "e-child"}
 
     backend.run(scenario)
 
