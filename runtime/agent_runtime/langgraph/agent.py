@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from pydantic_core import to_jsonable_python
 
-from agent_runtime.langgraph.checkpoint_branch import execution_metadata, turn_start
+from agent_runtime.langgraph.checkpoint_branch import execution_checkpoints, execution_metadata, turn_start
 from agent_runtime.langgraph.checkpointer import CHECKPOINT_SQLITE_PATH_ENV, MONGODB_URI_ENV
 from agent_runtime.langgraph.interrupt_rejection import InterruptRejected
 from agent_runtime.langgraph.messages import to_platform
@@ -104,8 +104,16 @@ class LangGraphAgent:
         if context.resume and checkpointer is not None:
             restarted = await turn_start(checkpointer, thread_id=thread_id, execution_id=context.execution_id)
             if restarted is not None and not await self._has_ledger(checkpointer, config):
-                # Cut short by a lost AER: the turn again from its start, on a branch (checkpoint_branch.py).
-                run_config = {**config, "configurable": dict(restarted["configurable"])}
+                held = await self._resumed_hold(checkpointer, thread_id=thread_id)
+                if held is not None:
+                    # Cut short after a graph-native hold was resumed: from that hold's checkpoint, with its
+                    # recorded reply (below), so interrupt() is answered again, not asked anew.
+                    found, ledger = held
+                    run_config = {**config, "configurable": dict(found.config["configurable"])}
+                else:
+                    # Cut short by a lost AER: the turn again from its start, on a branch
+                    # (checkpoint_branch.py).
+                    run_config = {**config, "configurable": dict(restarted["configurable"])}
             else:
                 ledger = await self._restored_ledger(checkpointer, config, thread_id=thread_id)
             graph_input = None
@@ -113,7 +121,7 @@ class LangGraphAgent:
             # A failed turn may have left tool calls unanswered: say they stopped (thread_recovery.py).
             graph_input = await recovered_input(self.graph, config, value)
         if context.resume and checkpointer is not None and ledger.holding is not None:
-            graph_input = await self._past_hold(config, ledger)
+            graph_input = await self._past_hold(run_config, ledger)
         run.step_source = ledger.allocate
         scope = GraphRun(
             ledger=ledger, checkpointed=checkpointer is not None, loop=asyncio.get_running_loop()
@@ -192,6 +200,25 @@ class LangGraphAgent:
             resume_value(holding, reply)  # raises HoldRejected
         # An interrupt, approved or rejected, resumes its node (a rejection raises InterruptRejected there).
         return resume_value(holding, reply)
+
+    @staticmethod
+    async def _resumed_hold(
+        checkpointer: BaseCheckpointSaver, *, thread_id: str
+    ) -> tuple[CheckpointTuple, StepLedger] | None:
+        """This execution's newest checkpoint holding a graph-native hold the OE has a decision for (the
+        run resumed it, then was lost), with the ledger saved there; None when the turn held nothing."""
+        execution_id = current_run().context.execution_id
+        state = resume_state()
+        mine = await execution_checkpoints(checkpointer, thread_id=thread_id, execution_id=execution_id)
+        for found in mine:
+            ledger = StepLedger.from_pending_writes(found.pending_writes, execution_id=execution_id)
+            if ledger is None or ledger.holding is None:
+                continue
+            step = int(ledger.holding["step"])
+            if state is not None and state.replies.get(step) is not None:
+                return found, ledger
+            return None  # held and not decided: not a run the OE restarts
+        return None
 
     @staticmethod
     async def _has_ledger(checkpointer: BaseCheckpointSaver, config: dict[str, Any]) -> bool:

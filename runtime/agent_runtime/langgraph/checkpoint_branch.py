@@ -8,13 +8,17 @@ LangGraph continues from the execution's first checkpoint (its input already app
 new branch of the thread, and the calls get the numbers they had, 1, 2, 3..., so the OE answers each
 from its replay cache and nothing that already ran runs again (a subagent's included: its subgraph's
 checkpoints are keyed by the parent's task, which is new on the branch, so it starts over and replays).
+
+A run cut short after a graph-native hold was resumed continues from that hold's checkpoint instead
+(`execution_checkpoints` finds it; the AER resumes it with the hold's recorded reply), so the node that
+called `interrupt()` gets the reviewer's answer again rather than asking anew.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 EXECUTION_KEY = "agent_engine_execution_id"
 _INPUT = "input"
@@ -46,6 +50,22 @@ async def turn_start(
         if (found.metadata or {}).get("source") == _INPUT:
             first = found
     return None if first is None else dict(first.config)
+
+
+async def execution_checkpoints(
+    checkpointer: BaseCheckpointSaver, *, thread_id: str, execution_id: str
+) -> list[CheckpointTuple]:
+    """The thread's root checkpoints that `execution_id` wrote since the last one another execution wrote,
+    newest first (with their pending writes); empty when the latest is not this execution's."""
+    root = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    found: list[CheckpointTuple] = []
+    async for item in checkpointer.alist(root):
+        if (item.config.get("configurable") or {}).get("checkpoint_ns", ""):
+            continue
+        if (item.metadata or {}).get(EXECUTION_KEY) != execution_id:
+            break
+        found.append(item)
+    return found
 
 
 async def copy_turn_start(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -56,6 +57,19 @@ def book_table(restaurant: str, people: int) -> dict[str, Any]:
     """Book a table at a restaurant for a number of people."""
     _ledger({"tool": "book_table", "restaurant": restaurant, "people": people})
     return {"booked": restaurant, "people": people}
+
+
+@app.tool(required_secrets=["LOOP_LEDGER"])
+def ship(item: str) -> dict[str, Any]:
+    """Ship an item. A gate for the restart test: it waits for `go-<item>` beside the ledger."""
+    gates = Path(os.environ["LOOP_LEDGER"]).parent / "gates"
+    gates.mkdir(exist_ok=True)
+    (gates / f"at-{item}").touch()
+    deadline = time.monotonic() + 60
+    while not (gates / f"go-{item}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _ledger({"tool": "ship", "item": item})
+    return {"shipped": item}
 
 
 def _model() -> ChatOpenAI:
@@ -200,6 +214,30 @@ def multiple_interrupts() -> Any:
     return builder.compile(checkpointer=app.checkpointer())
 
 
+class Order(TypedDict, total=False):
+    item: str
+    shipped: Any
+
+
+def ask_then_ship() -> Any:
+    """A node asks with interrupt() what to ship; the next node ships the answer (issue 39: an AER lost
+    after the hold was resumed)."""
+
+    def ask(state: Order) -> dict[str, Any]:
+        return {"item": interrupt("what shall I ship?")}
+
+    def send(state: Order) -> dict[str, Any]:
+        return {"shipped": ship.invoke({"item": state["item"]})}
+
+    builder = StateGraph(Order)
+    builder.add_node("ask", ask)
+    builder.add_node("send", send)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", "send")
+    builder.add_edge("send", END)
+    return builder.compile(checkpointer=app.checkpointer())
+
+
 def sync_graph() -> Any:
     """The docs' hand-written ReAct loop with plain `def` nodes and `model.invoke`."""
     tools = [get_weather, book_table]
@@ -238,6 +276,8 @@ def build(ctx: RequestContext) -> Any:
         return multiple_interrupts()
     if pattern == "sync":
         return sync_graph()
+    if pattern == "ship":
+        return ask_then_ship()
     if pattern == "streamed":
         # Issue 32's stream modes: the same graph the test also runs bare (lg_stream_graph.py).
         model = app.llm(_model(), llm_id="main")
