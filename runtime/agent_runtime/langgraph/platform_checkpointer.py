@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agent_runtime.langgraph.checkpointer import CheckpointScopeError, CheckpointSettings
+from agent_runtime.langgraph.thread_copy import copy_thread, copy_thread_sync
 from agent_runtime.sdk.context import active_run
 from agent_runtime.sdk.errors import PlatformFailure
 
@@ -215,6 +216,15 @@ class PlatformCheckpointer(BaseCheckpointSaver):
         self._admit_read()
         await (await self._saver()).adelete_thread(thread_id)
 
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """The backend's own copy where it has one, else `thread_copy.copy_thread` through its calls."""
+        self._admit_save("copy")
+        saver = await self._saver()
+        if type(saver).acopy_thread is not BaseCheckpointSaver.acopy_thread:
+            await saver.acopy_thread(source_thread_id, target_thread_id)
+            return
+        await copy_thread(saver, source_thread_id, target_thread_id)
+
     # sync API (memory and wrapped savers only) --------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -251,6 +261,14 @@ class PlatformCheckpointer(BaseCheckpointSaver):
     def delete_thread(self, thread_id: str) -> None:
         self._admit_read()
         self._sync_saver().delete_thread(thread_id)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._admit_save("copy")
+        saver = self._sync_saver()
+        if type(saver).copy_thread is not BaseCheckpointSaver.copy_thread:
+            saver.copy_thread(source_thread_id, target_thread_id)
+            return
+        copy_thread_sync(saver, source_thread_id, target_thread_id)
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self._versions.get_next_version(current, channel)
