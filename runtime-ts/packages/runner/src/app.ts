@@ -6,12 +6,16 @@
 // a drain or an interrupt of its call; a plain tool function gets no signal, and the runtime says so honestly
 // (`not_cancellable`, `timed_out`). The entrypoint gets the turn's signal.
 import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
-import { currentRun, type RunContext } from "./run_context.js";
+import { currentRun, maybeRun, type RunContext } from "./run_context.js";
+import { SuspendRequested } from "./sdk_errors.js";
 import { callTool } from "./secure_tool.js";
 import { SecureWrappedLLM } from "./secure_llm.js";
 import { suspendInAgent } from "./agent_suspend.js";
 import { isPlatformEnv } from "./contract.js";
 import type { ModelRunner } from "./model.js";
+
+/** A model, or how to make it: a factory runs only in the Tool Pod, at its start-up construction. */
+export type ModelSource = ModelRunner | (() => ModelRunner);
 
 export const DEFAULT_TOOL_TIMEOUT_S = 30;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -113,7 +117,7 @@ export class App {
   private readonly toolSpecs = new Map<string, ToolSpec>();
   private entry: Entrypoint | null = null;
   private readonly llms = new Map<string, SecureWrappedLLM>();
-  private readonly modelRunners = new Map<string, ModelRunner>();
+  private readonly modelRunners = new Map<string, ModelSource>();
 
   constructor(readonly name = "agent") {}
 
@@ -156,21 +160,25 @@ export class App {
     return found;
   }
 
-  /** The model the Tool Pod runs for `llmId` (where the model key lives); the AER never calls it itself. */
-  model(llmId: string, runner: ModelRunner): this {
+  /** The model the Tool Pod runs for `llmId` (where the model key lives); the AER never calls it itself.
+   * Give a factory (`() => ChatCompletionsModel.fromEnv()`) when making it needs the Tool Pod's env. */
+  model(llmId: string, runner: ModelSource): this {
     if (!LLM_ID.test(llmId)) throw new ToolDefinitionError(`llm id ${JSON.stringify(llmId)} must be 1-256 of A-Z a-z 0-9 _ . : -`);
     if (this.modelRunners.has(llmId)) throw new ToolDefinitionError(`model '${llmId}' is registered twice`);
     this.modelRunners.set(llmId, runner);
     return this;
   }
 
-  get models(): ReadonlyMap<string, ModelRunner> {
+  get models(): ReadonlyMap<string, ModelSource> {
     return this.modelRunners;
   }
 
-  /** Hold the run for a human at a step of its own; on the resumed run, the human's decision. */
+  /** Hold the run for a human: in agent code a step of its own (on the resumed run, the human's decision);
+   * in a tool body, that tool's call is held (its resumed step answers with the decision). */
   suspend(reason: string, payload: unknown = null): { decision: string; reviewer_notes: string | null } {
-    return suspendInAgent(currentRun("app.suspend"), reason, payload);
+    const run = maybeRun();
+    if (run === null) throw new SuspendRequested(reason, payload, null, null);
+    return suspendInAgent(run, reason, payload);
   }
 }
 

@@ -6,6 +6,7 @@ export { currentRun } from "./run_context.js";
 export { SecureWrappedLLM } from "./secure_llm.js";
 export type { InvokeOptions } from "./secure_llm.js";
 export type { ModelRunner, ModelCall, Message } from "./model.js";
+export { ChatCompletionsModel } from "./chat_completions.js";
 export { ModelError } from "./model.js";
 export { PlatformFailure, PolicyDeniedException, SuspendRequested, ToolError, ToolExecutionError } from "./sdk_errors.js";
 export { CallInterrupted, ExecutionDraining } from "./call_errors.js";

@@ -114,7 +114,7 @@ async function buildComponent(mode: RunnerMode, env: Env, options: { drain: Drai
       `the bundle holds built-in connector(s) ${bundle.builtins.map((entry) => entry.name).join(", ")}, which the Node runtime does not run; use the Python runtime (spec.runtime: python) for built-in connectors`,
     );
   }
-  const connectors = openApiConnectors(bundle.connectors, tenantSecretEnv(env));
+  const connectors = openApiConnectors(bundle.connectors, tenantSecretEnv(env), { checkCredentials: mode === "tool" });
   const appId = env["APP_ID"] || null;
   const pod = podIdentityFromEnv(env, options.host, options.port);
   if (mode === "tool") {

@@ -52,6 +52,11 @@ export function runScope<T>(run: RunState, fn: () => T): T {
   return storage.run(run, fn);
 }
 
+/** The current run, or null (a tool body in the Tool Pod runs outside any run). */
+export function maybeRun(): RunState | null {
+  return storage.getStore() ?? null;
+}
+
 /** The current run, or an error naming what was attempted outside one. */
 export function currentRun(what: string): RunState {
   const run = storage.getStore();

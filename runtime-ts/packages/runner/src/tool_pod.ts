@@ -9,7 +9,7 @@ import { CallInterrupted, ExecutionDraining } from "./call_errors.js";
 import { workRoutes } from "./drain_routes.js";
 import { ComponentServer, json, malformed, type Answer, type Route } from "./http_server.js";
 import { getLogger, withLogContext } from "./logging.js";
-import { ModelError } from "./model.js";
+import { ModelError, type ModelRunner } from "./model.js";
 import {
   BodyInvalid,
   INVALID_ARGUMENTS,
@@ -111,6 +111,24 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
     }
   }
   const redactor = new Redactor(Object.values(options.secretEnv));
+  // Construction at start-up: each model factory runs once here. A failure is a WARNING (the Tool Pod keeps
+  // serving its tools) and is tried again by the next call of that model.
+  const models = new Map<string, ModelRunner>();
+  const construct = (llmId: string): ModelRunner | undefined => {
+    const known = models.get(llmId);
+    if (known !== undefined) return known;
+    const source = options.app?.models.get(llmId);
+    if (source === undefined) return undefined;
+    try {
+      const made = typeof source === "function" ? source() : source;
+      models.set(llmId, made);
+      return made;
+    } catch (error) {
+      logger.warning(redactor.text(`model '${llmId}' could not be constructed: ${error instanceof Error ? error.message : String(error)}`));
+      return undefined;
+    }
+  };
+  for (const llmId of options.app?.models.keys() ?? []) construct(llmId);
   const recent = new RecentCalls();
   const pod = options.pod;
 
@@ -187,7 +205,7 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
 
   const invokeModel = async (call: InvokeLLMRequest): Promise<CallOutcome> => {
     const started = performance.now();
-    const model = options.app?.models.get(call.llm_id);
+    const model = construct(call.llm_id);
     if (model === undefined) {
       const known = [...(options.app?.models.keys() ?? [])];
       return finish(
