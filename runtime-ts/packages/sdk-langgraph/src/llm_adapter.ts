@@ -9,12 +9,31 @@ import { AIMessage } from "@langchain/core/messages";
 import type { ModelCall, ModelRunner } from "@agent-engine/runner";
 import { fromPlatformMessages, toPlatform, type PlatformMessage } from "./messages.js";
 
+export type ChatModelSource = BaseChatModel | (() => BaseChatModel);
+
 export class LangChainModelAdapter implements ModelRunner {
-  constructor(public model: BaseChatModel) {}
+  private built: BaseChatModel | undefined;
+
+  /** `source` is the model, or a factory called once, on the first call (in the Tool Pod, where the key is). */
+  constructor(private source: ChatModelSource) {}
+
+  get model(): BaseChatModel {
+    if (this.built === undefined) {
+      this.built = typeof this.source === "function" && !("invoke" in this.source) ? (this.source as () => BaseChatModel)() : (this.source as BaseChatModel);
+    }
+    return this.built;
+  }
+
+  /** Another model (or factory) for the same llm id: used from the next call that builds it. */
+  replace(source: ChatModelSource): void {
+    if (source === this.source) return;
+    this.source = source;
+    this.built = undefined;
+  }
 
   /** The model's type is enough to name it in a log; its settings may hold a key. */
   toString(): string {
-    return `LangChainModelAdapter(${this.model.constructor.name})`;
+    return `LangChainModelAdapter(${this.built?.constructor.name ?? "not built yet"})`;
   }
 
   async invoke(call: ModelCall): Promise<PlatformMessage> {

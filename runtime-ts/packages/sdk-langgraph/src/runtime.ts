@@ -68,10 +68,13 @@ function maybeRun(): ReturnType<typeof currentRun> | undefined {
 function schemaOf(tool: StructuredToolInterface): Record<string, unknown> {
   const schema = tool.schema as unknown;
   // A zod schema becomes JSON Schema through LangChain's own converter (what the model is offered).
-  if (typeof schema === "object" && schema !== null && ("_def" in schema || "_zod" in schema)) {
-    return { ...(schemaToJson(tool) ?? { type: "object", properties: {} }) };
-  }
-  return { type: "object", properties: {}, ...((schema as Record<string, unknown> | null) ?? {}) };
+  const json =
+    typeof schema === "object" && schema !== null && ("_def" in schema || "_zod" in schema)
+      ? { ...(schemaToJson(tool) ?? {}) }
+      : { ...((schema as Record<string, unknown> | null) ?? {}) };
+  // The dialect marker says nothing the OE, the policy or a model needs.
+  delete json["$schema"];
+  return { type: "object", properties: {}, ...json };
 }
 
 function schemaToJson(tool: StructuredToolInterface): Record<string, unknown> | undefined {
@@ -159,23 +162,33 @@ export class App extends RunnerApp {
     return resolveThreadId(ctx, { resolver: this.threadResolver, appId: (this.env[APP_ID_ENV] ?? "").trim() });
   }
 
-  /** `app.llm(chatModel, { llmId })`: register a LangChain chat model for the Tool Pod and return the
-   * governed chat model the graph calls. `app.llm(llmId)`: the runner's platform model. */
+  /** `app.llm(chatModel, { llmId })` (or a factory of it): register a LangChain chat model for the Tool Pod
+   * and return the governed chat model the graph calls. Call it at the module's top level: the Tool Pod
+   * builds its models at start-up from what the App registered. A factory runs only in the Tool Pod, so
+   * the AER never constructs a model that wants a key. `app.llm(llmId)`: the runner's platform model. */
   override llm(llmId?: string): SecureWrappedLLM;
-  override llm(model: BaseChatModel, options?: { readonly llmId?: string }): GovernedChatModel;
-  override llm(model?: string | BaseChatModel, options: { readonly llmId?: string } = {}): SecureWrappedLLM | GovernedChatModel {
+  override llm(model: BaseChatModel | (() => BaseChatModel), options?: { readonly llmId?: string }): GovernedChatModel;
+  override llm(
+    model?: string | BaseChatModel | (() => BaseChatModel),
+    options: { readonly llmId?: string } = {},
+  ): SecureWrappedLLM | GovernedChatModel {
     if (model === undefined || typeof model === "string") return super.llm(model);
     if (model instanceof GovernedChatModel) throw new ToolDefinitionError(`model ${JSON.stringify(model.llmId)} is already governed; pass the model it wraps to app.llm`);
-    if (typeof (model as Partial<BaseChatModel>).invoke !== "function") throw new ToolDefinitionError("app.llm takes a LangChain chat model (or an llm id)");
+    const isFactory = typeof model === "function" && !("invoke" in model);
+    if (!isFactory && typeof (model as { invoke?: unknown }).invoke !== "function") {
+      throw new ToolDefinitionError("app.llm takes a LangChain chat model, a function returning one, or an llm id");
+    }
     const llmId = options.llmId ?? "default";
     const secure = super.llm(llmId);
     const adapter = this.adapters.get(llmId);
     if (adapter === undefined) {
-      const created = new LangChainModelAdapter(model);
+      const created = new LangChainModelAdapter(isFactory ? (model as () => BaseChatModel) : (model as BaseChatModel));
       this.model(llmId, created);
       this.adapters.set(llmId, created);
     } else {
-      adapter.model = model; // a builder run per execution registers its model again: the latest stands
+      // A builder that registers its model per execution: the latest stands (the Tool Pod registered its
+      // own at start-up; the AER never calls the model itself).
+      adapter.replace(model);
     }
     return new GovernedChatModel(llmId, secure);
   }
