@@ -37,6 +37,12 @@ KEY = {"name": "OPENAI_API_KEY", "secretKeyRef": {"name": "llm", "key": "key"}}
         ({"llm": {"baseUrl": "ftp://m.example"}}, "spec.llm.baseUrl"),
         ({"pricing": {"models": {"m": {"input": -1, "output": 1}}}}, "spec.pricing.models.m.input"),
         ({"pricing": {"models": {"m": {"input": 1}}}}, "spec.pricing.models.m.output"),
+        # agentRefs (issue 38): one tool name for two Agents, and a name that is no Agent name.
+        (
+            {"agentRefs": [{"name": "a", "tool": "ask"}, {"name": "b", "tool": "ask"}]},
+            "two agentRefs give the same tool name",
+        ),
+        ({"agentRefs": [{"name": "Not_An_Agent"}]}, "spec.agentRefs[0].name"),
     ],
 )
 def test_contradictions_are_refused_naming_the_field(
