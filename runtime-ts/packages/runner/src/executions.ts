@@ -128,7 +128,11 @@ export class ExecutionRunner {
     if (this.running.has(executionId)) throw new ExecutionConflictError();
     const turn = this.work?.admit(executionId, null, { cancellable: true }) ?? null;
     const signal = turn?.signal ?? new AbortController().signal;
-    const done = this.execute(request, signal).finally(() => this.running.delete(executionId));
+    // Started on the next turn of the event loop, as Python's task is: the 202 is written before the run
+    // can reach the OE (a run of no calls would otherwise call back before the OE saw it start).
+    const done = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.execute(request, signal))
+      .finally(() => this.running.delete(executionId));
     this.running.set(executionId, done);
     if (turn !== null && this.work !== null) this.work.attach(turn, done);
   }

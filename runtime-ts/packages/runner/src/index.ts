@@ -4,6 +4,8 @@ export type { ToolOptions, ToolBody, ToolCallContext, Entrypoint } from "./app.j
 export type { RunContext, RequestContext } from "./run_context.js";
 export { currentRun } from "./run_context.js";
 export { SecureWrappedLLM } from "./secure_llm.js";
+export { SecureToolWrapper } from "./secure_tool.js";
+export type { ModelSource } from "./app.js";
 export type { InvokeOptions } from "./secure_llm.js";
 export type { ModelRunner, ModelCall, Message } from "./model.js";
 export { ChatCompletionsModel } from "./chat_completions.js";

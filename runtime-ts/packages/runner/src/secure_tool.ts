@@ -7,7 +7,7 @@ import type { ToolSpec } from "./app.js";
 import { getLogger, withLogContext } from "./logging.js";
 import { ask, guarded, outcome } from "./oe_exchange.js";
 import { INVALID_ARGUMENTS, TIMEOUT, TOOL_ERROR, UNKNOWN_TOOL, type CallError, type ToolResultRequest } from "./protocol.js";
-import type { RunState } from "./run_context.js";
+import { currentRun, type RunState } from "./run_context.js";
 import { PolicyDeniedException, SuspendRequested, ToolError, ToolExecutionError } from "./sdk_errors.js";
 
 const logger = getLogger("agent_runtime_ts.secure");
@@ -115,4 +115,18 @@ export function callTool(run: RunState, name: string, args: Record<string, unkno
     if (answer.route_to === "callback") return runLocal(run, local, name, step, executed);
     return outcome(run, answer, name);
   });
+}
+
+/** One tool as agent code and frameworks call it (the Python SDK's SecureToolWrapper): every call asks the
+ * OE; `local` is the tool's body when it runs in the AER. Framework SDKs wrap their tool objects in it. */
+export class SecureToolWrapper {
+  constructor(
+    readonly name: string,
+    private readonly local: ToolSpec | null = null,
+  ) {}
+
+  /** Start the call now (its step is taken here); resolves to the result the OE allowed. */
+  invoke(args: Record<string, unknown> = {}): Promise<unknown> {
+    return callTool(currentRun(`calling tool '${this.name}'`), this.name, args, this.local?.isLocal ? this.local : null);
+  }
 }
