@@ -16,6 +16,7 @@ from tests.integration.ts_runner.node_platform import NodeRuntimes, require_buil
 EXAMPLE = REPO_ROOT / "examples" / "langgraphjs-agent"
 AGENT_JS = EXAMPLE / "dist" / "agent.js"
 REFUND_TOKEN = "refund-token-canary-6b1e2d"
+SDK_TENANTS = REPO_ROOT / "runtime-ts" / "packages" / "sdk-langgraph" / "dist" / "test" / "tenants"
 
 
 def example_tenant(refund_url: str) -> Tenant:
@@ -48,15 +49,29 @@ def example_platform(
     llm_base_url: str,
     refund_url: str,
     checkpoint_env: dict[str, str],
+    tenant: Tenant | None = None,
 ) -> ExamplePlatform:
+    """The platform running the example (or `tenant`, one of the SDK's test tenants)."""
     require_build()
-    if not AGENT_JS.exists():
-        raise RuntimeError(f"{AGENT_JS} is missing: build the TypeScript workspace first (make ts)")
+    tenant = tenant or example_tenant(refund_url)
+    built = Path(tenant.entrypoint.rsplit(":", 1)[0])
+    if not built.exists():
+        raise RuntimeError(f"{built} is missing: build the TypeScript workspace first (make ts)")
     return ExamplePlatform(
         tmp=tmp,
         spawn=spawn,
         llm_base_url=llm_base_url,
         provider_url=refund_url,
-        tenant=example_tenant(refund_url),
+        tenant=tenant,
         checkpoint_env=checkpoint_env,
     ).start()
+
+
+def sdk_tenant(module: str) -> Tenant:
+    """One of the SDK's test tenants (runtime-ts/packages/sdk-langgraph/test/tenants), compiled."""
+    return Tenant(
+        entrypoint=f"{SDK_TENANTS / f'{module}.js'}:app",
+        pythonpath=SDK_TENANTS,
+        bundle=_empty_bundle,
+        tool_env={},
+    )
