@@ -167,6 +167,9 @@ class AERExecuteRequest(Request):
     # The LangGraph stream modes the client asked for: the AER runs the graph with `astream` and sends
     # each chunk of these modes to the OE (`/tool/stream`). Empty: `ainvoke`, nothing sent.
     stream_mode: list[StreamMode] = Field(default_factory=list)
+    # The Agent's agentRef tools as a model is shown them ({name, description, inputSchema}; issue 38): the
+    # OE runs them itself, so no bundle lists them; the run's tools include them. Empty: none.
+    agent_refs: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
 
 
 class AERExecutionStatus(BaseModel):

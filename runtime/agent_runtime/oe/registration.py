@@ -53,6 +53,19 @@ class AgentRef(BaseModel):
     def entry(self) -> ToolEntry:
         return ToolEntry(name=self.tool, location="agent", sensitive=self.sensitive, agent=self.agent)
 
+    def schema(self) -> dict[str, Any]:
+        """The tool as a model is shown it (the AER adds it to the run's tools): one `input`, the child's."""
+        return {
+            "name": self.tool,
+            "description": self.description
+            or f"Run the Agent {self.agent} on an input and answer its result (a governed child execution).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"input": {"description": f"the input of Agent {self.agent}"}},
+                "required": ["input"],
+            },
+        }
+
 
 class AgentRegistration(BaseModel):
     """One Agent as the OE sees it. `agent` is `<namespace>/<name>`."""

@@ -108,6 +108,7 @@ class Runs:
             resume=resume,
             suspend_replies=suspend_replies(started),
             stream_mode=started.stream_mode,
+            agent_refs=[ref.schema() for ref in reg.agent_refs],
         )
         # A restarting AER refuses connections for a moment: retry for as long as the watchdog would wait,
         # then leave the run to the watchdog, which starts it once the AER answers or fails it (`aer_lost`)

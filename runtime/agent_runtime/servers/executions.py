@@ -96,6 +96,10 @@ def _verdict(run: RunState, *, execution_id: str, result: Any) -> ExecutorCallba
 
 
 def request_context(request: AERExecuteRequest, *, tools: Sequence[dict[str, Any]]) -> RequestContext:
+    # The agentRef tools the OE sent with the run (issue 38), after the bundle's and the tenant's own; a
+    # name those already use is theirs in the list (the OE still routes the call as the agentRef).
+    names = {tool.get("name") for tool in tools}
+    tools = [*tools, *(ref for ref in request.agent_refs if ref.get("name") not in names)]
     return RequestContext(
         execution_id=request.execution_id,
         session_id=request.session_id,

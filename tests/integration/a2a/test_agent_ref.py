@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import REPO_ROOT, Process
 from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, RUNTIME_TOKEN, Platform
 from tests.providers.echo_provider import running_echo_provider
-from tests.providers.llm_peer import running_llm_peer
+from tests.providers.llm_peer import RunningLLMPeer, Turn, running_llm_peer
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +31,16 @@ AGENT_REFS = [
 
 
 @pytest.fixture(scope="module")
+def llm() -> Iterator[RunningLLMPeer]:
+    with running_llm_peer() as peer:
+        yield peer
+
+
+@pytest.fixture(scope="module")
 def platform(
-    tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process]
+    tmp_path_factory: pytest.TempPathFactory, module_spawn: Callable[..., Process], llm: RunningLLMPeer
 ) -> Iterator[Platform]:
-    with running_llm_peer() as llm, running_echo_provider() as provider:
+    with running_echo_provider() as provider:
         platform = Platform(
             tmp=tmp_path_factory.mktemp("platform"),
             spawn=module_spawn,
@@ -88,6 +94,30 @@ def test_an_agent_ref_call_is_a_child_execution_linked_to_its_parent(platform: P
     assert "shout" in [r["tool"] for r in child_audit if r["kind"] == "tool"]
     parent_tools = [(r["tool"], r["route"]) for r in platform.audit(parent) if r["kind"] == "tool"]
     assert parent_tools == [("agent.loop", "agent")]
+
+
+def test_a_model_is_offered_the_agent_refs_and_its_call_is_a_child(
+    platform: Platform, llm: RunningLLMPeer
+) -> None:
+    """The OE sends the agentRefs with the run, so the model sees them among the run's tools (by their
+    model name, dots mapped) and its call of one starts the child."""
+    llm.reset()
+    llm.push(
+        Turn.calls(("agent__loop", {"input": calls(("shout", {"text": "deep"}))})),
+        Turn.answer("the child said DEEP"),
+    )
+    parent = platform.invoke({"mode": "llm", "text": "ask the loop agent to shout deep"})
+    view = platform.wait(parent)
+    assert view["status"] == "completed", view
+    assert view["result"] == {"answer": "the child said DEEP"}
+    offered = {tool["function"]["name"]: tool["function"] for tool in llm.requests[0].body["tools"]}
+    assert "agent__loop" in offered and offered["agent__loop"]["description"] == "the loop Agent, once"
+    assert offered["agent__loop"]["parameters"]["required"] == ["input"]
+    assert "agent__other" in offered
+    answered = json.dumps(llm.requests[1].body["messages"])
+    assert "DEEP" in answered
+    child = child_of(platform, parent, step=2)
+    assert platform.wait(child)["parent"] == {"execution_id": parent, "step": 2, "agent": AGENT, "depth": 1}
 
 
 def cli_view(platform: Platform, execution_id: str) -> dict[str, Any]:
