@@ -12,6 +12,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from agent_runtime.contract import Runtime
 from agent_runtime.oe.limits import Limits
 from agent_runtime.oe.policy import ToolPolicy
 from agent_runtime.oe.usage import PriceTable
@@ -202,7 +203,10 @@ class KnowledgeMount(Spec):
 
 
 class AgentSpec(Spec):
-    image: str | None = None  # None: the operator's default runtime image
+    image: str | None = None  # None: the operator's default runtime image for `runtime`
+    # Which runner the image holds (python: agent_runtime.launcher; node: the TypeScript runner's launcher).
+    # Absent on Agents written before it: the Python runner, as they always ran.
+    runtime: Runtime = Runtime.PYTHON
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()
     entrypoint: str

@@ -34,7 +34,9 @@ from agent_operator.models import Agent, Connector
 from agent_operator.notify_targets import notify_problem
 from agent_operator.quantities import quantity
 from agent_operator.render import COMPONENTS, Desired, enabled_components, render_objects, url_endpoint
+from agent_operator.runtimes import DEFAULT_IMAGE_SOURCES, default_image, memory_image
 from agent_operator.settings import RenderSettings
+from agent_runtime.contract import Runtime
 from agent_runtime.oe.policy import policy_problems
 
 # Services are named `<agent>-<component>`: a DNS-1035 label, so no dots and a letter first.
@@ -100,12 +102,13 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
             "step and usage)",
         )
     _check_notify(inputs, settings=settings)
-    image = agent.spec.image or settings.default_image
+    runtime = agent.spec.runtime
+    image = agent.spec.image or default_image(runtime, settings)
     if image is None:
         raise InputProblem(
             reason="ImageInvalid",
-            message="spec.image is not set and the operator has no default runtime image; set spec.image "
-            "or the Helm value image.runtime (AGENT_OPERATOR_DEFAULT_IMAGE)",
+            message=f"spec.image is not set and the operator has no default {runtime} runtime image; set "
+            f"spec.image or {DEFAULT_IMAGE_SOURCES[runtime]}",
         )
     if problem := image_reference_problem(image):
         raise InputProblem(
@@ -115,6 +118,13 @@ def plan_agent(inputs: AgentInputs, *, settings: RenderSettings) -> Plan:
         )
     if agent.spec.image is None:
         agent = agent.model_copy(update={"spec": agent.spec.model_copy(update={"image": image})})
+    if agent.spec.components.memory.enabled and memory_image(agent, settings) is None:
+        raise InputProblem(
+            reason="ImageInvalid",
+            message="spec.components.memory.enabled with spec.runtime node: the Memory server is the "
+            "platform's Python code, run from the operator's Python runtime image, and it has none; set "
+            f"{DEFAULT_IMAGE_SOURCES[Runtime.PYTHON]} or disable spec.components.memory",
+        )
     connectors: list[Connector] = []
     for name in agent.spec.connectors:
         connector = inputs.connectors.get(name)

@@ -22,6 +22,7 @@ from agent_operator.models import (
     TopologySpread,
 )
 from agent_operator.quantities import quantity
+from agent_operator.runtimes import container_run
 from agent_operator.settings import RenderSettings
 from agent_operator.shared import (
     DEFAULT_DENY,
@@ -483,11 +484,12 @@ def _deployment(
     if component == "memory" and agent.spec.components.memory.store.type == "sqlite":
         volumes.append({"name": "data", "emptyDir": {}})
         mounts.append({"name": "data", "mountPath": MEMORY_DATA_DIR})
+    run = container_run(agent, component, settings)
     container: dict[str, Any] = {
         "name": component,
-        "image": agent.spec.image,
+        "image": run.image,
         "imagePullPolicy": agent.spec.image_pull_policy,
-        "command": list(contract.IMAGE_COMMAND),
+        "command": list(run.command),
         "env": _container_env(
             agent, component, secret_env, settings, bundle_digest=bundle.digest, plain_env=plain_env
         ),

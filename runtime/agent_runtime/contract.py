@@ -24,6 +24,23 @@ class RunnerMode(StrEnum):
 # Image command and component selection.
 LAUNCHER_MODULE: Final = "agent_runtime.launcher"
 IMAGE_COMMAND: Final = ("python", "-m", LAUNCHER_MODULE)
+
+
+class Runtime(StrEnum):
+    """Which runner an Agent's image holds (the Agent's `spec.runtime`): the Python one or the TypeScript
+    one (runtime-ts/packages/runner). Both speak the same wire contracts on the same ports."""
+
+    PYTHON = "python"
+    NODE = "node"
+
+
+# The Node runtime image (images/node-runtime) links the TypeScript runner's launcher here, whatever the
+# workspace layout behind it; it runs the AER and the Tool Pod (RUNNER_MODE aer or tool, never memory).
+NODE_LAUNCHER_PATH: Final = "/opt/agent-engine/runner/launcher.js"
+NODE_IMAGE_COMMAND: Final = ("node", NODE_LAUNCHER_PATH)
+IMAGE_COMMANDS: Final[Mapping[Runtime, tuple[str, ...]]] = MappingProxyType(
+    {Runtime.PYTHON: IMAGE_COMMAND, Runtime.NODE: NODE_IMAGE_COMMAND}
+)
 RUNNER_MODE_ENV: Final = "RUNNER_MODE"
 PORTS: Final[Mapping[RunnerMode, int]] = MappingProxyType(
     {RunnerMode.AER: 8001, RunnerMode.TOOL: 8002, RunnerMode.MEMORY: 8081, RunnerMode.OE: 8080}

@@ -196,10 +196,21 @@ def test_images_pinned_by_digest_field_or_in_the_repository(helm: Path) -> None:
     assert env["AGENT_OPERATOR_DEFAULT_IMAGE"] == oe_image
 
 
+def test_node_agents_default_image_is_the_node_runtime_image_at_the_chart_version(helm: Path) -> None:
+    def node_image(**values: str) -> str | None:
+        operator = pod(one(render(helm, **values), "Deployment", OPERATOR))["containers"][0]
+        return {e["name"]: e.get("value") for e in operator["env"]}["AGENT_OPERATOR_DEFAULT_NODE_IMAGE"]
+
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert node_image() == f"agent-engine/runtime-node:{version}"
+    assert node_image(image__nodeRuntime__digest=DIGEST) == f"agent-engine/runtime-node@{DIGEST}"
+
+
 @pytest.mark.parametrize(
     ("values", "named"),
     [
         ({"image.operator.digest": "sha256:xyz"}, "/image/operator/digest"),
+        ({"image.nodeRuntime.repository": "Upper/Case"}, "/image/nodeRuntime/repository"),
         ({"image.runtime.digest": "md5:" + "a" * 32}, "/image/runtime/digest"),
         ({"image.runtime.repository": "reg.example/rt@sha256:short"}, "/image/runtime/repository"),
         ({"image.runtime.pullPolicy": "Sometimes"}, "/image/runtime/pullPolicy"),

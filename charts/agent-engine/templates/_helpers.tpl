@@ -60,6 +60,10 @@ air-gapped installs pin them), else repository:tag with the chart's appVersion a
 {{- include "agent-engine.imageRef" (list .Values.image.runtime .Chart.AppVersion) -}}
 {{- end -}}
 
+{{- define "agent-engine.nodeRuntimeImage" -}}
+{{- include "agent-engine.imageRef" (list .Values.image.nodeRuntime .Chart.AppVersion) -}}
+{{- end -}}
+
 {{/* Where the operator publishes registrations and the OE reads them: a namespace holding nothing else. */}}
 {{- define "agent-engine.registrationsNamespace" -}}
 {{- default (printf "%s-registrations" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.oe.registrations.namespace -}}
