@@ -124,13 +124,15 @@ def test_agent_code_suspends_and_the_resumed_run_gets_the_decision(platform: Nod
 
 
 def test_the_tool_pods_secrets_never_leave_it(platform: NodePlatform) -> None:
-    """Attacker: a tenant tool returns the Tool Pod's secret raw and base64-encoded; neither reaches the OE,
-    the AER or any log."""
+    """Attacker: a tenant tool prints the Tool Pod's secret (console.log, console.error in base64, raw bytes
+    on stdout) and returns it raw and base64-encoded; none of it reaches the OE, the AER or any log."""
     execution_id = platform.invoke(calls(("leak", {})))
     view = platform.wait(execution_id)
     assert view["status"] == "completed", view
     text = json.dumps(view)
     assert LOOP_SECRET not in text and "dHMtbG9vcC1zZWNyZXQ" not in text
     assert view["result"]["results"][0]["value"] == "[REDACTED]"
-    for planted in (*PLANTED, LOOP_SECRET):
-        assert planted not in platform.outputs(), "a secret reached a log line"
+    outputs = platform.outputs()
+    assert "the secret is [REDACTED]" in outputs and "raw bytes [REDACTED]" in outputs, "the prints happened"
+    for planted in (*PLANTED, LOOP_SECRET, "dHMtbG9vcC1zZWNyZXQ"):
+        assert planted not in outputs, "a secret reached a log line"

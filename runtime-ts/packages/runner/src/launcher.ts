@@ -27,6 +27,8 @@ import { resolveListenHost } from "./listen.js";
 import { getLogger, setupLogging } from "./logging.js";
 import { OEClient, oeUrlFromEnv } from "./oe_client.js";
 import { RuntimeToken } from "./runtime_token.js";
+import { Redactor } from "./redaction.js";
+import { redactStdStreams } from "./stream_redaction.js";
 import { verifierFromEnv } from "./statement.js";
 import { buildToolPod } from "./tool_pod.js";
 import { drainSettingsFromEnv, podIdentityFromEnv, type DrainSettings } from "./work_registry.js";
@@ -100,6 +102,10 @@ async function buildComponent(mode: RunnerMode, env: Env, options: { drain: Drai
     logger.warning(
       `no OE public key (AGENTIC_OE_PUBLIC_KEY_FILE): the ${mode} accepts the runtime token from any holder; give the operator AGENT_OPERATOR_OE_PUBLIC_KEY_FILE so that rendered pods mount it`,
     );
+  }
+  if (mode === "tool") {
+    // Before any tenant code runs: every line this process writes loses every form of every secret it holds.
+    redactStdStreams(new Redactor(Object.values(tenantSecretEnv(env))));
   }
   const spec = (env[ENTRYPOINT_ENV] ?? "").trim();
   let tenant: App | null = null;

@@ -27,10 +27,13 @@ app.tool(
 app.tool({ name: "explode", description: "Always fails.", inputSchema: object({ text: "string" }) }, (args) => {
   throw new Error(`exploded on ${String(args["text"])}`);
 });
-app.tool({ name: "leak", description: "Returns the Tool Pod's secret (it must never leave redacted).", inputSchema: object({}) }, () => ({
-  value: process.env["LOOP_SECRET"] ?? "",
-  encoded: Buffer.from(process.env["LOOP_SECRET"] ?? "").toString("base64"),
-}));
+app.tool({ name: "leak", description: "Prints and returns the Tool Pod's secret (it must never leave unredacted).", inputSchema: object({}) }, () => {
+  const secret = process.env["LOOP_SECRET"] ?? "";
+  console.log(`the secret is ${secret}`);
+  console.error(Buffer.from(secret).toString("base64"));
+  process.stdout.write(Buffer.from(`raw bytes ${secret}\n`));
+  return { value: secret, encoded: Buffer.from(secret).toString("base64") };
+});
 app.tool({ name: "ask_human", description: "Stop for a human's answer.", inputSchema: object({ question: "string" }) }, (args) =>
   app.suspend("a human must answer", { question: args["question"] }),
 );
