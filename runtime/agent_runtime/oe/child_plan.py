@@ -30,6 +30,8 @@ CHILD_FAILED = "child_failed"
 CHILD_CANCELLED = "child_cancelled"
 # Who a parent's hold is lifted by, in its review: the child's end, never a person.
 CHILD_DECIDER = "agent-engine:child-execution"
+# Who cancels a child whose parent was cancelled (or ended while it waited on the child).
+PARENT_DECIDER = "agent-engine:parent-execution"
 
 
 def claim_key(parent_execution_id: str, step: int) -> str:
@@ -140,6 +142,13 @@ def lifts(parent: ExecutionRecord, child: ExecutionRecord) -> bool:
     named = payload.get("held") or {}
     now = child.suspension or {}
     return (named.get("step"), named.get("tool")) != (now.get("step"), now.get("tool"))
+
+
+def orphaned(parent: ExecutionRecord | None, child: ExecutionRecord) -> bool:
+    """True when the child is to be cancelled: its parent ended (cancelled, or failed while waiting on it)
+    and the child has not."""
+    gone = parent is None or parent.status in TERMINAL_STATES
+    return gone and child.status not in TERMINAL_STATES
 
 
 def step_detail(child_id: str, target: str, status: str) -> dict[str, Any]:

@@ -28,12 +28,14 @@ from typing import Any, Protocol
 from agent_runtime.oe.child_plan import (
     CHILD_DECIDER,
     DEFAULT_WAIT_S,
+    PARENT_DECIDER,
     SETTLED,
     child_input,
     claim_key,
     error,
     lifts,
     link,
+    orphaned,
     refusal,
     settled_outcome,
     step_detail,
@@ -65,6 +67,10 @@ class Resume(Protocol):
     ) -> Awaitable[ExecutionRecord]: ...
 
 
+# Cancel an execution as the system (the Cancellation part's, bound late).
+Cancel = Callable[[str, Identity], Awaitable[ExecutionRecord]]
+
+
 class Children:
     def __init__(
         self,
@@ -73,12 +79,14 @@ class Children:
         executions: Executions,
         recorder: Recorder,
         resume: Resume,
+        cancel: Cancel,
         wait_s: float = DEFAULT_WAIT_S,
     ) -> None:
         self.ctx = ctx
         self.executions = executions
         self.recorder = recorder
         self.resume = resume
+        self.cancel = cancel
         self.wait_s = wait_s
         self.may_invoke: MayInvoke = nobody_may
         self._tasks: set[asyncio.Task[None]] = set()
@@ -100,7 +108,7 @@ class Children:
             if isinstance(started, CallOutcome):
                 return started, None
             child = started
-        child = await self._settled(child)
+        child = await self._settled(child, parent_id=parent.execution_id)
         target_reg = self.ctx.registry.get(child.agent)
         known = tuple(self.ctx.secrets.known())
         secrets = self.ctx.secrets.all(target_reg) if target_reg is not None else known
@@ -145,9 +153,10 @@ class Children:
         )
         return child
 
-    async def _settled(self, child: ExecutionRecord) -> ExecutionRecord:
+    async def _settled(self, child: ExecutionRecord, *, parent_id: str) -> ExecutionRecord:
         """The child once it settles, or as it is when the wait ends; woken by its events in this process,
-        read from the store (another replica's runs) at least every half second."""
+        read from the store (another replica's runs) at least every half second. A parent cancelled
+        meanwhile cancels the child (nobody waits on its answer any more)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_s
         subscription = self.ctx.events.subscribers.open(child.execution_id)
@@ -161,6 +170,9 @@ class Children:
                 remaining = deadline - loop.time()
                 if current.status in SETTLED or remaining <= 0:
                     return current
+                if orphaned(await self.ctx.store.get_execution(parent_id), current):
+                    await self._cancel_orphan(parent_id, current.execution_id)
+                    continue
                 await subscription.wait(min(0.5, remaining))
         finally:
             self.ctx.events.subscribers.close(subscription)
@@ -169,12 +181,25 @@ class Children:
 
     def ended(self, record: ExecutionRecord) -> None:
         """An execution ended or suspended: lift the hold it settles (a child's parent, or a parent that
-        suspended on a child that has already moved on), in the background."""
+        suspended on a child that has already moved on), or cancel the child a cancelled parent was held
+        on, in the background."""
         if record.parent is not None:
             self._spawn(self._lift(record.parent.execution_id, record.execution_id))
-        child_id = waited_child(record.suspension) if record.status is S.SUSPENDED else None
-        if child_id is not None:
+        child_id = waited_child(record.suspension)
+        if child_id is not None and record.status is S.SUSPENDED:
             self._spawn(self._lift(record.execution_id, child_id))
+        elif child_id is not None and record.status is S.CANCELLED:
+            self._spawn(self._cancel_orphan(record.execution_id, child_id))
+
+    async def _cancel_orphan(self, parent_id: str, child_id: str) -> None:
+        store = self.ctx.store
+        parent, child = await store.get_execution(parent_id), await store.get_execution(child_id)
+        if child is None or not orphaned(parent, child):
+            return
+        try:
+            await self.cancel(child_id, Identity(username=PARENT_DECIDER, uid=parent_id))
+        except (Conflict, NotFound):
+            return  # it ended meanwhile
 
     async def sweep(self) -> int:
         """Every suspended parent whose child moved on (an OE that died between the two): lifted."""

@@ -142,6 +142,7 @@ class Orchestrator:
             resume=lambda execution_id, review, *, decided_by, by_child: self.reviews.resume(
                 execution_id, review, decided_by=decided_by, by_child=by_child
             ),
+            cancel=lambda execution_id, by: self.cancellation.cancel(execution_id, decided_by=by),
         )
         self.ctx.settled = self.children.ended
         self.steps = Steps(

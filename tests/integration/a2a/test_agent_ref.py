@@ -11,6 +11,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -241,3 +242,46 @@ def test_a_hold_inside_the_child_is_the_parents_and_the_childs_decision_resumes_
     steps = [(r["step"], r["status"]) for r in platform.audit(parent) if r["tool"] == "agent.loop"]
     assert steps[0] == (1, "suspend") and steps[-1] == (1, "success"), steps
     assert child_of(platform, parent) == child
+
+
+def test_cancelling_the_parent_cancels_the_child_it_waits_on_or_is_held_on(platform: Platform) -> None:
+    with platform.client() as client:
+        # A child still running (waiting on a file that never comes) while the parent's step waits on it.
+        gate = platform.tmp / "gate-never"
+        parent = platform.invoke(
+            calls(("agent.loop", {"input": calls(("wait_for_file", {"path": str(gate)}))}))
+        )
+        platform.wait(parent, "running")
+        child = wait_for_child(platform, parent)
+        platform.wait(child, "running")
+        assert client.post(f"/execution/{parent}/cancel").status_code == 200
+        cancelled = platform.wait(child)
+        assert cancelled["status"] == "cancelled", cancelled
+        assert cancelled["cancelled_by"] == {
+            "username": "agent-engine:parent-execution",
+            "uid": parent,
+            "groups": [],
+        }
+        # A parent held on its child's hold: its cancel cancels the held child too.
+        held = platform.invoke(
+            calls(("agent.loop", {"input": calls(("transfer", {"amount": 1, "to": "x"}))}))
+        )
+        hold = platform.wait(held)["suspension"]
+        held_child = hold["payload"]["child_execution_id"]
+        assert client.post(f"/execution/{held}/cancel").status_code == 200
+    assert platform.wait(held_child, "cancelled")["status"] == "cancelled"
+
+
+def wait_for_child(platform: Platform, parent: str, timeout: float = 30) -> str:
+    """The child a parent's step started while the step still waits (its audit does not name it yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with sqlite3.connect(platform.tmp / "oe" / "oe.sqlite3") as db:
+            row = db.execute(
+                "SELECT execution_id FROM executions WHERE json_extract(record, '$.parent.execution_id') = ?",
+                (parent,),
+            ).fetchone()
+        if row is not None:
+            return str(row[0])
+        time.sleep(0.05)
+    raise TimeoutError(f"no child of {parent}")

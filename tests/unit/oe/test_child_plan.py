@@ -14,6 +14,7 @@ from agent_runtime.oe.child_plan import (
     hold,
     lifts,
     link,
+    orphaned,
     refusal,
     settled_outcome,
 )
@@ -93,3 +94,13 @@ def test_a_parents_hold_is_lifted_by_its_childs_end_or_next_hold_only() -> None:
     assert problem is not None and problem[0] == "decision" and "c" in problem[1]
     assert child_hold_problem(parent.suspension, by_child=True) is None
     assert child_hold_problem({"kind": "approval_required"}, by_child=False) is None
+
+
+def test_a_child_is_orphaned_when_its_parent_ended_and_it_has_not() -> None:
+    child = record("c", status=S.RUNNING)
+    assert orphaned(record(status=S.CANCELLED), child)
+    assert orphaned(record(status=S.FAILED), child.model_copy(update={"status": S.SUSPENDED}))
+    assert orphaned(None, child)
+    assert not orphaned(record(status=S.RUNNING), child)
+    assert not orphaned(record(status=S.SUSPENDED), child)
+    assert not orphaned(record(status=S.CANCELLED), child.model_copy(update={"status": S.COMPLETED}))
