@@ -8,14 +8,20 @@
 //   so every call gets the number it had and the OE answers it from its replay cache, running the held one
 //   once with the reviewer's decision. No checkpoint to resume from (a memory saver in a restarted process,
 //   another replica) is an error naming the fix (CP-07), never a silent fresh start.
+// - A node's own interrupt() is held in the OE as a step of kind `interrupt` (suspend.ts); the resumed run
+//   replays to it and continues with the reviewer's value.
 // - A graph compiled without a checkpointer replays its turn from the input, against the same cache.
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
-import { currentRun, type RequestContext } from "@agent-engine/runner";
+import { Command } from "@langchain/langgraph";
+import { PlatformFailure, SuspendRequested, currentRun, protocol, type RequestContext } from "@agent-engine/runner";
 import { turnStart } from "./checkpoint_branch.js";
 import { MONGODB_URI_ENV } from "./checkpointer.js";
 import { toPlatform } from "./messages.js";
 import { stoppedAnswers } from "./stopped_tool_call_middleware.js";
+import { pendingInterrupt, resumeFor, type NativeHold } from "./suspend.js";
+
+type Run = ReturnType<typeof currentRun>;
 
 /** What the agent needs of a compiled graph (CompiledStateGraph has it). */
 export interface CompiledGraphLike {
@@ -86,17 +92,56 @@ export class LangGraphBaseAgent {
     } else if (saver !== undefined) {
       graphInput = await this.recoveredInput(input, config);
     }
-    const result = await this.graph.invoke(graphInput, config);
     const run = currentRun("the LangGraph agent's turn");
-    if (run.suspension !== null) throw run.suspension;
-    const interrupted = (result as Record<string, unknown> | null)?.[INTERRUPT_KEY];
-    if (Array.isArray(interrupted) && interrupted.length > 0) {
-      throw new UngovernedInterruptError(
-        "the graph stopped at a LangGraph interrupt() that no governed call asked for; the TypeScript SDK holds " +
-          "governed calls only: mark the tool sensitive (app.tool(tool, { sensitive: true })) or use app.suspend(reason)",
-      );
+    let result = await this.graph.invoke(graphInput, config);
+    for (;;) {
+      if (run.suspension !== null) throw run.suspension;
+      const hold = pendingInterrupt(result);
+      if (hold === undefined) break;
+      if (saver === undefined) {
+        throw new UngovernedInterruptError(
+          "the graph stopped at a LangGraph interrupt(), and a graph compiled without a checkpointer cannot " +
+            "resume from one: compile it with { checkpointer: app.checkpointer() }",
+        );
+      }
+      // The replayed turn stops here again at the same step: the reviewer's reply continues the graph.
+      const resume = await this.decided(run, hold);
+      result = await this.graph.invoke(new Command({ resume }), { configurable: { thread_id: this.threadId }, signal: context.signal });
     }
     return jsonableState(result);
+  }
+
+  /** The `resume` past the graph's interrupt once the OE has the reviewer's decision; until then the
+   * interrupt is held in the OE at a step of its own and the run ends SUSPENDED. */
+  private async decided(run: Run, hold: NativeHold): Promise<Record<string, unknown>> {
+    const step = run.allocateStep();
+    const request: protocol.ToolExecuteRequest = {
+      execution_id: run.context.executionId,
+      step,
+      tool: protocol.AGENT_SUSPEND,
+      args: { ...hold.args },
+    };
+    const reply = run.replies.get(step);
+    if (reply !== undefined) {
+      // Confirmed with the OE by the runner before the run's next call (or its end).
+      run.unconfirmed.push([request, reply]);
+      return resumeFor(hold, reply, step);
+    }
+    if (run.platformFailure !== null) throw new PlatformFailure(`an earlier platform failure ended this turn: ${run.platformFailure}`);
+    let answer: protocol.ToolExecuteAnswer;
+    try {
+      answer = await run.oe.toolExecute(request);
+    } catch (error) {
+      if (error instanceof PlatformFailure) run.platformFailure ??= error.message;
+      throw error;
+    }
+    if (answer.status === "suspend" && answer.step === step) {
+      run.suspension = SuspendRequested.fromResult(answer.result, step, protocol.AGENT_SUSPEND);
+      throw run.suspension;
+    }
+    const failure = `the OE answered the graph's interrupt at step ${step} with ${answer.status ?? "no outcome"} instead of holding it for a human`;
+    run.platformFailure ??= failure;
+    throw new PlatformFailure(failure);
   }
 
   /** The input, after a stopped-call answer for each tool call a failed turn left unanswered. */
