@@ -3,7 +3,7 @@
 // tsc -b compiles it with the SDK as a project reference. The TS integration tier runs what this builds.
 import { spawnSync } from "node:child_process";
 import { existsSync, lstatSync, symlinkSync } from "node:fs";
-import { resolve } from "node:path";
+import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const workspace = fileURLToPath(new URL("../../..", import.meta.url));
@@ -19,7 +19,8 @@ try {
 } catch {
   linked = false;
 }
-if (!linked) symlinkSync(resolve(workspace, "node_modules"), link, "dir");
+// Relative, so the link holds wherever the tree is (a clone elsewhere, an image's copy of both).
+if (!linked) symlinkSync(relative(example, resolve(workspace, "node_modules")), link, "dir");
 const tsc = resolve(workspace, "node_modules", ".bin", "tsc");
 const done = spawnSync(tsc, ["-b", resolve(example, "tsconfig.json")], { stdio: "inherit" });
 process.exit(done.status ?? 1);
