@@ -3,7 +3,7 @@
 // variable AGENTIC_LLM_API_KEY_ENV names (the model key lives only in the Tool Pod, Decision 9). Messages in
 // the platform's shape (`{type: human|system|ai|tool, ...}`) as llm/messages.py maps them; the answer is the
 // same AI message. No error, log line or result carries the key or a provider body.
-import { ModelError, type Message, type ModelCall, type ModelRunner } from "./model.js";
+import { ModelError, type Message, type ModelCall, type ModelDelta, type ModelRunner } from "./model.js";
 import type { Env } from "./contract.js";
 
 export const LLM_BASE_URL_ENV = "AGENTIC_LLM_BASE_URL";
@@ -98,7 +98,7 @@ export class ChatCompletionsModel implements ModelRunner {
     return new ChatCompletionsModel(base.replace(/\/+$/, ""), model, (env[LLM_API_KEY_ENV_ENV] ?? "").trim() || null, env);
   }
 
-  async invoke(call: ModelCall): Promise<Message> {
+  private request(call: ModelCall, stream: boolean): { body: Record<string, unknown>; headers: Record<string, string>; offered: Map<string, string> } {
     const body: Record<string, unknown> = { model: this.model, messages: toOpenAIMessages(call.messages) };
     for (const [key, value] of Object.entries(call.options ?? {})) {
       if (RESERVED_OPTIONS.has(key)) throw new ModelError("invalid_arguments", `options.${key} is set by the client and cannot be an option`);
@@ -109,9 +109,18 @@ export class ChatCompletionsModel implements ModelRunner {
       body["tools"] = toOpenAITools(call.tools);
       for (const tool of call.tools) offered.set(toModelName(String(tool["name"])), String(tool["name"]));
     }
+    if (stream) {
+      body["stream"] = true;
+      body["stream_options"] = { ...((body["stream_options"] as Record<string, unknown> | undefined) ?? {}), include_usage: true };
+    }
     const headers: Record<string, string> = { "content-type": "application/json" };
     const key = this.apiKeyEnv ? this.env[this.apiKeyEnv] : undefined;
     if (key) headers["authorization"] = `Bearer ${key}`;
+    return { body, headers, offered };
+  }
+
+  private async send(call: ModelCall, stream: boolean): Promise<{ response: Response; offered: Map<string, string> }> {
+    const { body, headers, offered } = this.request(call, stream);
     let response: Response;
     try {
       response = await fetch(`${this.baseUrl}/chat/completions`, {
@@ -126,13 +135,19 @@ export class ChatCompletionsModel implements ModelRunner {
       const name = error instanceof Error ? error.name : "error";
       throw new ModelError("llm_error", name === "TimeoutError" ? "the model did not answer in time" : "the model could not be reached");
     }
-    const text = await response.text();
-    if (text.length > MAX_RESPONSE_BYTES) throw new ModelError("llm_error", "the model's answer is larger than the cap");
     if (response.status >= 400) {
+      await response.body?.cancel();
       // Providers echo credentials in error bodies: only the status is reported.
       const kind = response.status === 401 || response.status === 403 ? "the model rejected the credential" : response.status === 429 ? "the model is rate limiting requests" : "the model failed the request";
       throw new ModelError("llm_error", `HTTP ${response.status}: ${kind}`);
     }
+    return { response, offered };
+  }
+
+  async invoke(call: ModelCall): Promise<Message> {
+    const { response, offered } = await this.send(call, false);
+    const text = await response.text();
+    if (text.length > MAX_RESPONSE_BYTES) throw new ModelError("llm_error", "the model's answer is larger than the cap");
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -140,5 +155,75 @@ export class ChatCompletionsModel implements ModelRunner {
       throw new ModelError("llm_error", "the model's answer is not JSON");
     }
     return aiMessageFromCompletion(parsed, offered);
+  }
+
+  /** The call streamed (server-sent events of chat-completion chunks), collected into the same message. */
+  async stream(call: ModelCall, onDelta: (delta: ModelDelta) => void): Promise<Message> {
+    const { response, offered } = await this.send(call, true);
+    if (response.body === null) throw new ModelError("llm_error", "the model's stream has no body");
+    const collected = { id: null as string | null, model: null as unknown, content: "", finish: null as string | null, usage: undefined as Record<string, number> | undefined };
+    const calls = new Map<number, { id: string; name: string; arguments: string }>();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let size = 0;
+    const handle = (data: string): void => {
+      let chunk: { id?: string; model?: unknown; choices?: { index?: number; delta?: Record<string, unknown>; finish_reason?: string | null }[]; usage?: Record<string, number> | null };
+      try {
+        chunk = JSON.parse(data) as typeof chunk;
+      } catch {
+        throw new ModelError("llm_error", "a chunk of the model's stream is not JSON");
+      }
+      collected.id ??= typeof chunk.id === "string" ? chunk.id : null;
+      collected.model ??= chunk.model ?? null;
+      if (chunk.usage) collected.usage = chunk.usage;
+      const choice = chunk.choices?.find((c) => (c.index ?? 0) === 0);
+      const delta = choice?.delta ?? {};
+      const text = typeof delta["content"] === "string" ? delta["content"] : "";
+      const pieces: { index: number; id?: string; name?: string; arguments?: string }[] = [];
+      for (const raw of (delta["tool_calls"] as { index?: number; id?: string; function?: { name?: string; arguments?: string } }[] | undefined) ?? []) {
+        const index = raw.index ?? 0;
+        const known = calls.get(index) ?? { id: "", name: "", arguments: "" };
+        if (raw.id) known.id = raw.id;
+        const name = raw.function?.name ? (offered.get(raw.function.name) ?? raw.function.name) : undefined;
+        if (name) known.name = name;
+        known.arguments += raw.function?.arguments ?? "";
+        calls.set(index, known);
+        pieces.push({ index, ...(raw.id ? { id: raw.id } : {}), ...(name ? { name } : {}), arguments: raw.function?.arguments ?? "" });
+      }
+      collected.content += text;
+      if (choice?.finish_reason) collected.finish = choice.finish_reason;
+      if (text || pieces.length > 0) onDelta({ text, toolCalls: pieces });
+    };
+    try {
+      for await (const piece of response.body) {
+        size += piece.length;
+        if (size > MAX_RESPONSE_BYTES) throw new ModelError("llm_error", "the model's answer is larger than the cap");
+        buffer += decoder.decode(piece, { stream: true });
+        let newline: number;
+        while ((newline = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, newline).trim();
+          buffer = buffer.slice(newline + 1);
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(5).trim();
+          if (data && data !== "[DONE]") handle(data);
+        }
+      }
+    } catch (error) {
+      if (call.signal.aborted) throw call.signal.reason;
+      if (error instanceof ModelError) throw error;
+      throw new ModelError("llm_error", "the model's stream broke off");
+    }
+    onDelta({ last: true, ...(collected.finish !== null ? { finishReason: collected.finish } : {}), ...(collected.usage ? { usage: collected.usage } : {}) });
+    const toolCalls = [...calls.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, call_]) => ({ id: call_.id, type: "function", function: { name: call_.name, arguments: call_.arguments } }));
+    const completion = {
+      id: collected.id,
+      model: collected.model,
+      choices: [{ index: 0, message: { content: collected.content, tool_calls: toolCalls }, finish_reason: collected.finish }],
+      ...(collected.usage ? { usage: collected.usage } : {}),
+    };
+    // Names are canonical already: mapped again through `offered` they stay as they are.
+    return aiMessageFromCompletion(completion, new Map());
   }
 }

@@ -17,11 +17,15 @@ export interface Incoming {
   readonly params: Readonly<Record<string, string>>;
   readonly body: string;
   readonly claims: Claims | null;
+  readonly accept: string;
 }
 
 export interface Answer {
   readonly status: number;
   readonly body: unknown;
+  /** A streamed answer (NDJSON lines as they are made) instead of `body`. */
+  readonly lines?: AsyncIterable<string>;
+  readonly contentType?: string;
 }
 
 export type Handler = (request: Incoming) => Promise<Answer>;
@@ -162,7 +166,14 @@ export class ComponentServer {
       }
       throw error;
     }
-    const answer = await found.route.handler({ method, path, params: found.params, body, claims: verdict.claims });
+    const accept = String(request.headers.accept ?? "");
+    const answer = await found.route.handler({ method, path, params: found.params, body, claims: verdict.claims, accept });
+    if (answer.lines !== undefined) {
+      response.writeHead(answer.status, { "content-type": answer.contentType ?? "application/x-ndjson", "cache-control": "no-cache" });
+      for await (const line of answer.lines) response.write(line);
+      response.end();
+      return;
+    }
     send(response, answer);
   }
 

@@ -105,7 +105,7 @@ async function buildComponent(mode: RunnerMode, env: Env, options: { drain: Drai
   }
   if (mode === "tool") {
     // Before any tenant code runs: every line this process writes loses every form of every secret it holds.
-    redactStdStreams(new Redactor(Object.values(tenantSecretEnv(env))));
+    redactStdStreams(new Redactor([...Object.values(tenantSecretEnv(env)), token.current()]));
   }
   const spec = (env[ENTRYPOINT_ENV] ?? "").trim();
   let tenant: App | null = null;
@@ -127,6 +127,8 @@ async function buildComponent(mode: RunnerMode, env: Env, options: { drain: Drai
     const toolPod = buildToolPod({
       app: tenant,
       secretEnv: tenantSecretEnv(env),
+      // The runtime token is a secret the Tool Pod holds too: no outcome or delta may carry it.
+      extraSecrets: [token.current()],
       token,
       verifier,
       appId,

@@ -9,7 +9,7 @@ import { CallInterrupted, ExecutionDraining } from "./call_errors.js";
 import { workRoutes } from "./drain_routes.js";
 import { ComponentServer, json, malformed, type Answer, type Route } from "./http_server.js";
 import { getLogger, withLogContext } from "./logging.js";
-import { ModelError, type ModelRunner } from "./model.js";
+import { ModelError, type ModelDelta, type ModelRunner } from "./model.js";
 import {
   BodyInvalid,
   INVALID_ARGUMENTS,
@@ -27,7 +27,7 @@ import {
   type InvokeLLMRequest,
   type ToolPodExecuteRequest,
 } from "./protocol.js";
-import { Redactor } from "./redaction.js";
+import { Redactor, WindowRedactor } from "./redaction.js";
 import type { RuntimeToken } from "./runtime_token.js";
 import { SuspendRequested, ToolError } from "./sdk_errors.js";
 import type { StatementVerifier } from "./statement.js";
@@ -35,6 +35,7 @@ import { toolSurface, type ConnectorTools } from "./tool_surface.js";
 import { WorkRegistry, type DrainSettings, type PodIdentity } from "./work_registry.js";
 
 const logger = getLogger("agent_runtime_ts.tool");
+const NDJSON = "application/x-ndjson";
 
 /** Connector tools run by the bundle's executors (connector_executor.ts). */
 export interface ConnectorRunner {
@@ -46,6 +47,7 @@ export interface ConnectorRunner {
 export interface ToolPodOptions {
   readonly app: App | null;
   readonly secretEnv: Readonly<Record<string, string>>;
+  readonly extraSecrets?: readonly string[];
   readonly token: RuntimeToken;
   readonly verifier: StatementVerifier | null;
   readonly appId: string | null;
@@ -110,7 +112,7 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
       );
     }
   }
-  const redactor = new Redactor(Object.values(options.secretEnv));
+  const redactor = new Redactor([...Object.values(options.secretEnv), ...(options.extraSecrets ?? [])]);
   // Construction at start-up: each model factory runs once here. A failure is a WARNING (the Tool Pod keeps
   // serving its tools) and is tried again by the next call of that model.
   const models = new Map<string, ModelRunner>();
@@ -203,7 +205,7 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
     }
   };
 
-  const invokeModel = async (call: InvokeLLMRequest): Promise<CallOutcome> => {
+  const invokeModel = async (call: InvokeLLMRequest, onDelta: ((delta: ModelDelta) => void) | null = null): Promise<CallOutcome> => {
     const started = performance.now();
     const model = construct(call.llm_id);
     if (model === undefined) {
@@ -220,9 +222,10 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
       );
     }
     try {
-      const message = await tracked(call.execution_id, call.step, true, (signal) =>
-        model.invoke({ messages: call.messages, tools: call.tools ?? null, options: call.options ?? null, signal: signal ?? new AbortController().signal }),
-      );
+      const message = await tracked(call.execution_id, call.step, true, (signal) => {
+        const modelCall = { messages: call.messages, tools: call.tools ?? null, options: call.options ?? null, signal: signal ?? new AbortController().signal };
+        return onDelta !== null && model.stream !== undefined ? model.stream(modelCall, onDelta) : model.invoke(modelCall);
+      });
       if (typeof message !== "object" || message === null || message["type"] !== "ai") {
         return finish({ status: "error", error: { category: PROTOCOL_CONSTANTS.LLM_ERROR, explanation: `model '${call.llm_id}' did not answer an AI message` } }, started);
       }
@@ -234,6 +237,79 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
       }
       return finish(settled, started);
     }
+  };
+
+  /** One JSON line per delta (`{"delta": LLMDelta}`) as the model's pieces arrive, then `{"outcome": ...}`:
+   * the line format of servers/llm_stream_route.py. Text is redacted on a window per field, so a secret cut
+   * across pieces is redacted all the same. A resent call is answered from the memory of recent calls. */
+  const streamedModelCall = (call: InvokeLLMRequest, body: string): Answer => {
+    const queue: (string | null)[] = [];
+    let wake: (() => void) | null = null;
+    const put = (line: string | null): void => {
+      queue.push(line);
+      wake?.();
+    };
+    const windows = new Map<string, WindowRedactor>();
+    const window = (field: string): WindowRedactor => {
+      let found = windows.get(field);
+      if (found === undefined) windows.set(field, (found = new WindowRedactor(redactor)));
+      return found;
+    };
+    let index = 0;
+    const onDelta = (delta: ModelDelta): void => {
+      const last = delta.last === true;
+      let text = window("content").push(delta.text ?? "");
+      const toolCalls = (delta.toolCalls ?? []).map((piece) => ({
+        index: piece.index,
+        id: piece.id !== undefined ? redactor.text(piece.id) : null,
+        name: piece.name !== undefined ? redactor.text(piece.name) : null,
+        arguments: window(`tool:${piece.index}`).push(piece.arguments ?? ""),
+      }));
+      if (last) {
+        text += window("content").flush();
+        for (const [field, held] of windows) {
+          if (!field.startsWith("tool:")) continue;
+          const rest = held.flush();
+          if (rest) toolCalls.push({ index: Number(field.slice(5)), id: null, name: null, arguments: rest });
+        }
+      }
+      if (!text && toolCalls.length === 0 && !last) return;
+      const line = {
+        step: call.step ?? null,
+        index: index++,
+        id: null,
+        text,
+        extra: {},
+        tool_calls: toolCalls,
+        finish_reason: delta.finishReason ?? null,
+        usage: delta.usage !== undefined ? (redactor.value(delta.usage) as Record<string, unknown>) : null,
+        last,
+        from_cache: false,
+      };
+      put(JSON.stringify({ delta: line }) + "\n");
+    };
+    const outcome = withLogContext(call.execution_id ?? null, call.step ?? null, () =>
+      recent.once(INVOKE_LLM_PATH, call.execution_id, call.step, body, () => invokeModel(call, onDelta)),
+    );
+    outcome.then(
+      (result) => {
+        put(JSON.stringify({ outcome: result }) + "\n");
+        put(null);
+      },
+      () => put(null), // the stream ends without its outcome line: the OE reports the Tool Pod went away
+    );
+    async function* lines(): AsyncIterable<string> {
+      for (;;) {
+        while (queue.length > 0) {
+          const line = queue.shift();
+          if (line === null || line === undefined) return;
+          yield line;
+        }
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = null;
+      }
+    }
+    return { status: 200, body: undefined, lines: lines(), contentType: NDJSON };
   };
 
   const routes: Route[] = [
@@ -261,7 +337,7 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
     {
       method: "POST",
       path: INVOKE_LLM_PATH,
-      handler: async ({ body, claims }) => {
+      handler: async ({ body, claims, accept }) => {
         let call: InvokeLLMRequest;
         try {
           call = parseBody("InvokeLLMRequest", body);
@@ -271,6 +347,7 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
         }
         const refused = otherExecution(claims, call.execution_id);
         if (refused !== null) return refused;
+        if (call.stream && accept.includes(NDJSON)) return streamedModelCall(call, body);
         const outcome = await withLogContext(call.execution_id ?? null, call.step ?? null, () =>
           recent.once(INVOKE_LLM_PATH, call.execution_id, call.step, body, () => invokeModel(call)),
         );
