@@ -15,7 +15,8 @@ Then a child Agent call against a plain tool call (`tests/integration/a2a/child.
 turn with one `shout` call (a Tool Pod tool), against the same turn whose one call is `a2a_child.run`,
 an A2A `SendMessage` from the Tool Pod to the OE that starts a child execution doing that `shout`. Each
 turn is `/invoke` + its event stream to the end + `GET /execution/{id}`, interleaved; the added p50 is
-what a governed child execution costs over the plain call.
+what a governed child execution costs over the plain call. A third way is the same child by reference
+(`agent.loop`, agentRef): the OE starts the child itself, with no Tool Pod and no A2A hop in between.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from google.protobuf import json_format, struct_pb2
 from tests.benchmarks.bench_oe import AGENT, CLIENT_TOKEN, Stack, _ms
 from tests.benchmarks.bench_toolpod import _cpu_seconds, _percentile
 from tests.conftest import Process
-from tests.integration.a2a.child import CHILD_TOOL, child_platform
+from tests.integration.a2a.child import CHILD_TOOL, REF_TOOL, child_platform
 from tests.integration.loop.harness import AGENT as LOOP_AGENT
 from tests.integration.loop.harness import CLIENT_TOKEN as LOOP_TOKEN
 from tests.providers.echo_provider import running_echo_provider
@@ -49,6 +50,7 @@ TURN = {"hold_s": 0}
 CHILD_ROUNDS = 30
 PLAIN = {"mode": "calls", "calls": [["shout", {"text": "hi"}]]}
 VIA_CHILD = {"mode": "calls", "calls": [[CHILD_TOOL, {"data": PLAIN}]]}
+VIA_REF = {"mode": "calls", "calls": [[REF_TOOL, {"input": PLAIN}]]}
 
 
 async def _invoke_turn(client: httpx.AsyncClient) -> None:
@@ -129,7 +131,11 @@ async def _loop_turn(client: httpx.AsyncClient, task: dict[str, object]) -> None
 
 
 async def _measure_child(oe_url: str) -> dict[str, list[float]]:
-    ways = {"plain tool call (shout)": PLAIN, "child Agent call (a2a_child.run -> shout)": VIA_CHILD}
+    ways = {
+        "plain tool call (shout)": PLAIN,
+        "child over A2A (a2a_child.run -> shout)": VIA_CHILD,
+        "child by agentRef (agent.loop -> shout)": VIA_REF,
+    }
     times: dict[str, list[float]] = {name: [] for name in ways}
     headers = {"authorization": f"Bearer {LOOP_TOKEN}"}
     async with httpx.AsyncClient(base_url=oe_url, headers=headers, timeout=60) as http:

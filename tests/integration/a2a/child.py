@@ -23,6 +23,7 @@ from tests.integration.loop.harness import AGENT, CLIENT_TOKEN, LOOP_TENANT, Pla
 from tests.integration.runtime.launched import PROVIDER_OPENAPI
 
 CHILD_TOOL = "a2a_child.run"
+REF_TOOL = "agent.loop"
 TOKEN_ENV = "CHILD_OE_TOKEN"
 CARD = {
     "name": AGENT,
@@ -53,7 +54,8 @@ def child_tenant(oe_port: int) -> Tenant:
 def child_platform(
     *, tmp: Path, spawn: Callable[..., Process], llm_base_url: str, provider_url: str
 ) -> Platform:
-    """Started: Tool Pod, AER and OE, the Agent able to call itself as a child through the OE."""
+    """Started: Tool Pod, AER and OE, the Agent able to call itself as a child through the OE: over A2A
+    from the Tool Pod (`CHILD_TOOL`), and by reference (`REF_TOOL`)."""
     oe_port = free_port()
     return Platform(
         tmp=tmp,
@@ -62,4 +64,6 @@ def child_platform(
         provider_url=provider_url,
         tenant=child_tenant(oe_port),
         oe_port=oe_port,
+        # The same child by reference (agentRef): the OE runs it itself, as the parent's user.
+        registration={"agentRefs": [{"tool": REF_TOOL, "agent": AGENT}]},
     ).start()
