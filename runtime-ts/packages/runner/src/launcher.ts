@@ -6,7 +6,8 @@
 // stops accepting connections, lets runs in flight finish (bounded by SHUTDOWN_TIMEOUT_S) and exits 0: the
 // process's shutdown, not the per-execution drain (POST /drain) the OE asks for.
 import { isAbsolute, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { realpathSync } from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { App, isApp } from "./app.js";
 import { buildAER } from "./aer.js";
 import { BundleError, resolveRuntimeBundle } from "./bundle.js";
@@ -215,7 +216,19 @@ export async function main(env: Env = process.env): Promise<number> {
   return EXIT_OK;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+/** Whether this module is the process's main one: compared by real path, as the image starts it through a
+ * symlink (/opt/agent-engine/runner -> the workspace's dist/src) and node resolves the module's own URL. */
+function isMain(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
   // A tenant promise rejected with no handler must not kill a runtime serving other executions.
   process.on("unhandledRejection", (reason) => logger.error("an unhandled promise rejection (tenant code?)", reason));
   main().then(

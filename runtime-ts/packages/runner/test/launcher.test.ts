@@ -5,6 +5,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chooseListenHost } from "../src/listen.js";
 
@@ -44,6 +47,21 @@ function launch(env: Record<string, string>, options: { until?: RegExp } = {}): 
     child.on("close", (code) => resolve({ code, lines: output.split("\n").filter(Boolean) }));
   });
 }
+
+test("started through a symlinked directory (as the image does), the launcher still runs", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "launcher-link-"));
+  const link = join(dir, "runner");
+  symlinkSync(dirname(launcher), link);
+  const ran = await new Promise<Ran>((resolve) => {
+    const child = spawn(process.execPath, [join(link, "launcher.js")], { env: { PATH: process.env["PATH"] ?? "" }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+    child.on("close", (code) => resolve({ code, lines: output.split("\n").filter(Boolean) }));
+  });
+  rmSync(dir, { recursive: true, force: true });
+  assert.equal(ran.code, 2, "main() ran and refused the missing RUNNER_MODE");
+  assert.match(ran.lines.join("\n"), /RUNNER_MODE is not set/);
+});
 
 test("RUNNER_MODE unset: exit 2, one ERROR line naming the choices", async () => {
   const ran = await launch({});
