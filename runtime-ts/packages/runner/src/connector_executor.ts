@@ -20,6 +20,37 @@ export const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
 const BODY_METHODS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH"]);
 const USER_AGENT = "agent-engine-connector-ts/0.1";
+export const MAX_RETRIES = 3;
+const MAX_RETRY_WAIT_S = 30;
+const RETRY_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS"]);
+const RETRY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
+const DEFAULT_BACKOFF_S = [0.5, 1, 2];
+
+/** Retry-After as seconds (a delta or an HTTP date), capped at 30; null when absent or unreadable (pure). */
+export function retryAfterSeconds(value: string | null, nowMs: number = Date.now()): number | null {
+  if (value === null) return null;
+  const text = value.trim();
+  if (/^[0-9]+$/.test(text)) return Math.min(Number(text), MAX_RETRY_WAIT_S);
+  const moment = Date.parse(text);
+  if (Number.isNaN(moment)) return null;
+  return Math.min(Math.max((moment - nowMs) / 1000, 0), MAX_RETRY_WAIT_S);
+}
+
+/** Seconds to wait before retrying, or null when this answer must not be retried (policy.py's rule, pure). */
+export function retryWait(method: string, status: number, retryAfter: string | null, attempt: number): number | null {
+  if (!RETRY_METHODS.has(method) || !RETRY_STATUSES.has(status) || attempt >= MAX_RETRIES) return null;
+  return retryAfterSeconds(retryAfter) ?? DEFAULT_BACKOFF_S[attempt] ?? null;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }, { once: true });
+  });
+}
 const EXPLANATION_LIMIT = 300;
 
 interface ParamSpec {
@@ -300,6 +331,8 @@ export class OpenApiConnector {
     let url = prepared.url;
     let method = prepared.method;
     let body = prepared.body;
+    let attempt = 0;
+    const startedMs = performance.now();
     try {
       for (let hop = 0; ; hop += 1) {
         const headers = { ...prepared.headers };
@@ -325,6 +358,15 @@ export class OpenApiConnector {
             body = null;
           }
           url = target;
+          continue;
+        }
+        const wait = retryWait(method, response.status, response.headers.get("retry-after"), attempt);
+        if (wait !== null && performance.now() + wait * 1000 < startedMs + CALL_BUDGET_MS) {
+          // 429 and 503 of a read: waited out (Retry-After, else a backoff) within the call's one budget.
+          await response.body?.cancel();
+          attempt += 1;
+          hop -= 1;
+          await sleep(wait * 1000, budget);
           continue;
         }
         if (response.status >= 400) {

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { OpenApiConnector, sameOriginTarget } from "../src/connector_executor.js";
+import { OpenApiConnector, retryAfterSeconds, retryWait, sameOriginTarget } from "../src/connector_executor.js";
 
 const SECRET = "conn-secret-9d8c7b6a5f";
 
@@ -125,4 +125,36 @@ test("a credential the Tool Pod's env does not hold, or a platform variable, ref
     () => new OpenApiConnector({ name: "x", source: { base_url: "http://127.0.0.1:9" }, auth: { type: "bearer", env: "AGENTIC_OE_URL" }, tools: [] } as never, {}),
     /platform variable/,
   );
+});
+
+test("a read answered 429 or 503 is retried (Retry-After, at most 3 times); a write never is", async () => {
+  let hits = 0;
+  const { server, url } = await serve((request, response) => {
+    hits += 1;
+    if (request.url?.startsWith("/items/busy") && hits <= 2) {
+      response.writeHead(503, { "retry-after": "0" }).end();
+      return;
+    }
+    if (request.url?.startsWith("/items/always")) {
+      response.writeHead(429, { "retry-after": "0" }).end();
+      return;
+    }
+    response.writeHead(200, { "content-type": "application/json" }).end("{}");
+  });
+  try {
+    const busy = await connector(url).execute("echo_get", { itemId: "busy" }, new AbortController().signal);
+    assert.equal(busy.status, "success");
+    assert.equal(hits, 3);
+    hits = 0;
+    const always = await connector(url).execute("echo_get", { itemId: "always" }, new AbortController().signal);
+    assert.ok(always.status === "error" && always.error.category === "rate_limited");
+    assert.equal(hits, 4, "the first try and 3 retries");
+    assert.equal(retryWait("POST", 503, "0", 0), null);
+    assert.equal(retryWait("GET", 503, null, 0), 0.5);
+    assert.equal(retryWait("GET", 500, "1", 0), null);
+    assert.equal(retryAfterSeconds("120"), 30);
+    assert.equal(retryAfterSeconds(new Date(Date.now() + 5000).toUTCString(), Date.now()) !== null, true);
+  } finally {
+    server.close();
+  }
 });
