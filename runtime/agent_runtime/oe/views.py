@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from agent_runtime.oe.audit import redact_value
-from agent_runtime.oe.holds import APPROVAL_REQUIRED, INTERRUPT
+from agent_runtime.oe.holds import APPROVAL_REQUIRED, CHILD, INTERRUPT
 from agent_runtime.oe.limit_holds import LIMIT
 from agent_runtime.oe.store.base import ExecutionRecord
 from agent_runtime.protocol import ExecutionState
@@ -77,6 +77,13 @@ def review_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
     asks = {key: held[key] for key in ("kind", "step", "tool", "args", "reason", "payload") if key in held}
     asks.setdefault("kind", "suspend")
     decisions = ["approved", "rejected"]
+    resume = f"/api/v1/projects/{record.project_id}/executions/{record.execution_id}/resume"
+    child = asks.get("payload") if asks["kind"] == CHILD else None
+    if isinstance(child, dict) and isinstance(child.get("child_execution_id"), str):
+        # Held on its child (an agentRef call): the decision is the child's, at the child's resume route.
+        decisions = []
+        project = str(child.get("child_agent", record.agent)).split("/", 1)[0]
+        resume = f"/api/v1/projects/{project}/executions/{child['child_execution_id']}/resume"
     return {
         "execution_id": record.execution_id,
         "agent": record.agent,
@@ -90,7 +97,7 @@ def review_view(record: ExecutionRecord, *, secrets: tuple[str, ...] = ()) -> di
         "may_edit_args": asks["kind"] == APPROVAL_REQUIRED,
         # An interrupt's resume value, or a limit raised for this execution (onExceed: suspend).
         "may_send_value": asks["kind"] in (INTERRUPT, LIMIT),
-        "resume": f"/api/v1/projects/{record.project_id}/executions/{record.execution_id}/resume",
+        "resume": resume,
     }
 
 

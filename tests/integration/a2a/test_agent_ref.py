@@ -218,6 +218,8 @@ def test_a_hold_inside_the_child_is_the_parents_and_the_childs_decision_resumes_
         (entry,) = [item for item in inbox if item["execution_id"] == parent]
         assert entry["asks"]["kind"] == "child"
         assert entry["asks"]["payload"]["child_execution_id"] == child
+        assert entry["decisions"] == []
+        assert entry["resume"] == f"/api/v1/projects/team-a/executions/{child}/resume"
         # ... but is decided in the child's own review: a decision on the parent is refused, naming it.
         refused = client.post(
             f"/api/v1/projects/team-a/executions/{parent}/resume", json={"decision": "approved"}

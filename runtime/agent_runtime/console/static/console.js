@@ -313,7 +313,11 @@
     if ("args" in asks) card.append(el("h3", { text: "Arguments" }), pre(asks.args, "value args"));
     if (asks.payload !== undefined && asks.payload !== null) card.append(el("h3", { text: "Payload" }), pre(asks.payload));
     card.append(ledTo(item));
-    if (rightsIn(item.project_id).approve) card.append(decisionForm(item, onDecided));
+    const child = item.asks && item.asks.kind === "child" && item.asks.payload;
+    if (child) {
+      // Held on its child (issue 38): decided in the child's own review, so a link there, no buttons.
+      card.append(el("p", { class: "child-hold" }, "Decide it in the child's review: ", el("a", { href: `/console/executions/${encodeURIComponent(child.child_execution_id)}`, text: child.child_execution_id }), ` (${child.child_agent})`));
+    } else if (rightsIn(item.project_id).approve) card.append(decisionForm(item, onDecided));
     else card.append(el("p", { class: "hint", text: "You may read this call but not decide it (no approve right here)." }));
     return card;
   }
