@@ -109,3 +109,45 @@ def test_nothing_the_aer_holds_opens_the_tool_pod_or_starts_a_run(platform: Node
     allowed = httpx.post(tool + "/execute", json=_transfer(), headers=_bearer(genuine))
     assert allowed.status_code == 200 and allowed.json()["status"] == "success", allowed.text
     assert platform.ledger.read_text().splitlines() == ["9 mallory"]
+
+
+@pytest.mark.timeout(240)
+def test_bad_bodies_at_every_ts_edge_are_named_refusals_never_a_500(platform: NodePlatform) -> None:
+    tool = f"http://127.0.0.1:{platform.tool_port}"
+    aer = f"http://127.0.0.1:{platform.aer_port}"
+    bodies: list[bytes] = [
+        b"",
+        b"{",
+        b"[]",
+        b"null",
+        b'{"tool": 5, "arguments": "x"}',
+        b"[" * 200_000 + b"]" * 200_000,
+        b'{"execution_id": "e", "step": 1e400}',
+        b'{"execution_id": "e", "step": NaN}',
+        b"\xff\xfe\x00garbage",
+        b'{"execution_id": "' + b"x" * 9_000_000 + b'"}',
+    ]
+    for base, audience, paths in (
+        (tool, "tool", ("/execute", "/invoke_llm", "/drain", "/interrupt/call")),
+        (aer, "aer", ("/execute", "/drain", "/interrupt/call")),
+    ):
+        for path in paths:
+            headers = {
+                **_bearer(platform.statement(audience, execution_id="e")),
+                "content-type": "application/json",
+            }
+            for body in bodies:
+                answer = httpx.post(base + path, content=body, headers=headers, timeout=30)
+                where = (path, body[:40], answer.status_code, answer.text[:200])
+                if answer.status_code == 404:
+                    # A well-formed run of no workspace (unknown fields are ignored): the AER's own refusal.
+                    assert (path, audience) == ("/execute", "aer"), where
+                    assert "another workspace" in answer.json()["detail"], where
+                    continue
+                assert answer.status_code in (400, 413, 422), where
+                if answer.status_code != 413:
+                    detail = answer.json()["detail"]
+                    assert isinstance(detail, list) and all("field" in p and "problem" in p for p in detail)
+    # Still serving, and nothing of a body was echoed into the logs.
+    assert httpx.get(tool + "/readyz").status_code == 200 and httpx.get(aer + "/readyz").status_code == 200
+    assert "garbage" not in platform.outputs()
