@@ -181,15 +181,27 @@ class Children:
 
     def ended(self, record: ExecutionRecord) -> None:
         """An execution ended or suspended: lift the hold it settles (a child's parent, or a parent that
-        suspended on a child that has already moved on), or cancel the child a cancelled parent was held
-        on, in the background."""
+        suspended on a child that has already moved on), or cancel the children of a cancelled parent
+        (found by the store's parent index, so also those no OE waits on any more), in the background."""
         if record.parent is not None:
             self._spawn(self._lift(record.parent.execution_id, record.execution_id))
         child_id = waited_child(record.suspension)
         if child_id is not None and record.status is S.SUSPENDED:
             self._spawn(self._lift(record.execution_id, child_id))
-        elif child_id is not None and record.status is S.CANCELLED:
-            self._spawn(self._cancel_orphan(record.execution_id, child_id))
+        if record.status is S.CANCELLED:
+            self._spawn(self._cancel_children(record.execution_id))
+
+    async def _cancel_children(self, parent_id: str) -> None:
+        cursor: str | None = None
+        while True:
+            page = await self.ctx.store.list_executions(
+                parent_execution_id=parent_id, limit=200, cursor=cursor
+            )
+            for child in page.items:
+                await self._cancel_orphan(parent_id, child.execution_id)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     async def _cancel_orphan(self, parent_id: str, child_id: str) -> None:
         store = self.ctx.store

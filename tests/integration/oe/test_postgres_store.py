@@ -10,7 +10,13 @@ import asyncpg
 import pytest
 
 from agent_runtime.oe.store import PostgresStore, StoreUnavailable, open_store
-from agent_runtime.oe.store.postgres_schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, SchemaTooNew
+from agent_runtime.oe.store.base import ParentLink
+from agent_runtime.oe.store.postgres_schema import (
+    PARENT_ID,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_TABLE,
+    SchemaTooNew,
+)
 from tests.conftest import free_port
 from tests.integration.oe.test_store import execution
 from tests.integration.postgres import OE_PASSWORD, RunningPostgres, running_postgres
@@ -34,6 +40,35 @@ def test_replicas_opening_at_once_migrate_once(oe_postgres: RunningPostgres) -> 
             await asyncio.gather(*(store.close() for store in stores))
 
     assert asyncio.run(scenario()) == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_migration_5_indexes_a_childs_parent_and_the_query_uses_it(oe_postgres: RunningPostgres) -> None:
+    """agentRef (issue 38): a parent's children are found by migration 5's expression index, the very
+    expression the store's query writes (postgres_schema.PARENT_ID), not by a scan of every execution."""
+    dsn = oe_postgres.new_database()
+
+    async def scenario() -> str:
+        store = PostgresStore(dsn, pool_size=2)
+        await store.open()
+        try:
+            link = ParentLink(execution_id="e-parent", step=1, agent="team-a/echo")
+            await store.create_execution(execution("e-child").model_copy(update={"parent": link}))
+            await store.create_execution(execution("e-plain"))
+            page = await store.list_executions(parent_execution_id="e-parent")
+            assert [r.execution_id for r in page.items] == ["e-child"]
+            conn = await asyncpg.connect(dsn)
+            try:
+                await conn.execute("SET enable_seqscan = off")  # two rows: make the planner show its choice
+                rows = await conn.fetch(
+                    f"EXPLAIN SELECT fields FROM executions WHERE {PARENT_ID} = 'e-parent'"  # noqa: S608
+                )
+            finally:
+                await conn.close()
+            return "\n".join(str(row[0]) for row in rows)
+        finally:
+            await store.close()
+
+    assert "executions_by_parent" in asyncio.run(scenario())
 
 
 def test_a_schema_newer_than_the_oe_knows_is_refused_naming_both_versions(

@@ -497,6 +497,16 @@ def test_a_childs_parent_link_round_trips_and_older_rows_read_without_one(backen
             "e-child", from_states=frozenset({S.PENDING}), changes={"status": S.RUNNING}
         )
         assert moved is not None and moved.parent == link
+        # A parent's children, by the index: only those this parent started, newest first.
+        second = link.model_copy(update={"step": 5})
+        await store.create_execution(execution("e-child-2", at=T0 + 5).model_copy(update={"parent": second}))
+        other = link.model_copy(update={"execution_id": "e-other-parent"})
+        await store.create_execution(execution("e-stranger").model_copy(update={"parent": other}))
+        page = await store.list_executions(parent_execution_id="e-parent")
+        assert [r.execution_id for r in page.items] == ["e-child-2", "e-child"]
+        running = await store.list_executions(parent_execution_id="e-parent", status=S.RUNNING)
+        assert [r.execution_id for r in running.items] == ["e-child"]
+        assert (await store.list_executions(parent_execution_id="e-old")).items == []
         assert await store.claim_once("child:e-parent:4", {"execution_id": "e-child"}) is None
         again = await store.claim_once("child:e-parent:4", {"execution_id": "e-other"})
         assert again == {"execution_id": "e-child"}
@@ -759,6 +769,12 @@ def test_sqlite_lists_from_indexes(tmp_path: Path) -> None:
                 ).fetchall()
                 details = " | ".join(str(row[-1]) for row in plan)
                 assert "TEMP B-TREE" not in details and "INDEX" in details, (clause, details)
+        # An agentRef parent's children (issue 38): by their own index, whatever the table holds.
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT record FROM executions "
+            "WHERE json_extract(record, '$.parent.execution_id') = 'x'"
+        ).fetchall()
+        assert "executions_by_parent" in " | ".join(str(row[-1]) for row in plan), plan
     finally:
         db.close()
 

@@ -220,9 +220,11 @@ class Store(Protocol):
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        parent_execution_id: str | None = None,
     ) -> Page:
         """Newest first (created_at, then execution_id, descending), filtered, `limit` at most;
-        `project_ids` keeps only those projects (the namespaces a client may read; empty: nothing)."""
+        `project_ids` keeps only those projects (the namespaces a client may read; empty: nothing);
+        `parent_execution_id` only the children an agentRef call of that execution started (an index)."""
 
     async def count_executions(self) -> int: ...
 

@@ -153,6 +153,8 @@ class MongoStore(EachCallItsOwn, MongoLedger, MongoDeliveries, MongoSessions):
         await executions.create_index(newest_first, name="newest_first")
         await executions.create_index([("agent", ASCENDING), *newest_first], name="by_agent")
         await executions.create_index([("status", ASCENDING), *newest_first], name="by_status")
+        # An agentRef child's parent (issue 38); sparse: most executions have none.
+        await executions.create_index([("parent.execution_id", ASCENDING)], name="by_parent", sparse=True)
         await self._col("steps").create_index(
             [("execution_id", ASCENDING), ("step", ASCENDING)], name="execution_step", unique=True
         )
@@ -226,6 +228,7 @@ class MongoStore(EachCallItsOwn, MongoLedger, MongoDeliveries, MongoSessions):
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        parent_execution_id: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
@@ -240,6 +243,8 @@ class MongoStore(EachCallItsOwn, MongoLedger, MongoDeliveries, MongoSessions):
             query.setdefault("$and", []).append({"project_id": {"$in": sorted(project_ids)}})
         if status is not None:
             query["status"] = ExecutionState(status).value
+        if parent_execution_id is not None:
+            query["parent.execution_id"] = parent_execution_id
         if cursor is not None:
             created_at, last_id = decode_cursor(cursor)
             query["$or"] = [

@@ -40,6 +40,7 @@ from agent_runtime.oe.store.postgres_leases import PostgresLeases
 from agent_runtime.oe.store.postgres_ledger import PostgresLedger
 from agent_runtime.oe.store.postgres_schema import (
     MIGRATION_LOCK_KEY,
+    PARENT_ID,
     SCHEMA_VERSION_TABLE,
     check_version,
     pending,
@@ -325,6 +326,7 @@ class PostgresStore(
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        parent_execution_id: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
@@ -345,6 +347,9 @@ class PostgresStore(
             where.append(f"project_id = ANY({param(sorted(project_ids))}::text[])")
         if status is not None:
             where.append(f"status = {param(ExecutionState(status).value)}")
+        if parent_execution_id is not None:
+            # The expression of migration 5's index (postgres_schema.py), so the index serves it.
+            where.append(f"{PARENT_ID} = {param(parent_execution_id)}")
         if cursor is not None:
             created_at, last_id = decode_cursor(cursor)
             where.append(f"(created_at, execution_id) < ({param(created_at)}, {param(last_id)})")

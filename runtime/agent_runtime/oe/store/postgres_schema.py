@@ -18,6 +18,9 @@ from agent_runtime.oe.store.postgres_ledger import LEDGER_MIGRATION
 from agent_runtime.oe.store.postgres_sessions import SESSION_MIGRATION
 
 SCHEMA_VERSION_TABLE = "oe_schema_version"
+# An execution's parent execution id (ExecutionRecord.parent, a field kept as JSON text): the index's
+# expression, which the store's query repeats exactly.
+PARENT_ID = "(((fields ->> 'parent')::jsonb) ->> 'execution_id')"
 # Any constant shared by every OE: the key of the advisory lock migrations run under.
 MIGRATION_LOCK_KEY = 0x0E5C_4E3A
 
@@ -94,6 +97,8 @@ MIGRATIONS: tuple[str, ...] = (
     LEDGER_MIGRATION,
     # 4: console sessions, shared by every replica (console/sessions.py, issue 30)
     SESSION_MIGRATION,
+    # 5: an agentRef child's parent (issue 38): a parent's children are found without a scan
+    f"CREATE INDEX executions_by_parent ON executions (({PARENT_ID}));",
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS executions (
 CREATE INDEX IF NOT EXISTS executions_by_created ON executions (created_at, execution_id);
 CREATE INDEX IF NOT EXISTS executions_by_agent ON executions (agent, created_at, execution_id);
 CREATE INDEX IF NOT EXISTS executions_by_status ON executions (status, created_at, execution_id);
+CREATE INDEX IF NOT EXISTS executions_by_parent ON executions (json_extract(record, '$.parent.execution_id'));
 CREATE TABLE IF NOT EXISTS steps (
     execution_id TEXT NOT NULL,
     step INTEGER NOT NULL,
@@ -73,6 +74,9 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (execution_id, seq)
 );
 """
+
+# An agentRef child's parent (issue 38): the same expression as the index's, so the index serves the query.
+_PARENT_ID = "json_extract(record, '$.parent.execution_id')"
 
 _INSERT_EXECUTION = (
     "INSERT INTO executions (execution_id, agent, status, created_at, record) VALUES (?, ?, ?, ?, ?)"
@@ -152,7 +156,9 @@ def _match_status_sql(n_from_states: int) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _list_sql(*, by_agent: bool, by_project: bool, n_projects: int, by_status: bool, after: bool) -> str:
+def _list_sql(
+    *, by_agent: bool, by_project: bool, n_projects: int, by_status: bool, by_parent: bool, after: bool
+) -> str:
     where = []
     if by_agent:
         where.append("agent = ?")
@@ -162,6 +168,8 @@ def _list_sql(*, by_agent: bool, by_project: bool, n_projects: int, by_status: b
         where.append(f"json_extract(record, '$.project_id') IN ({_placeholders(n_projects)})")
     if by_status:
         where.append("status = ?")
+    if by_parent:
+        where.append(f"{_PARENT_ID} = ?")
     if after:
         where.append("(created_at < ? OR (created_at = ? AND execution_id < ?))")
     clause = f"WHERE {' AND '.join(where)} " if where else ""
@@ -320,6 +328,7 @@ class SqliteStore(EachCallItsOwn, SqliteLedger, SqliteDeliveries, SqliteSessions
         status: ExecutionState | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        parent_execution_id: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
@@ -334,6 +343,8 @@ class SqliteStore(EachCallItsOwn, SqliteLedger, SqliteDeliveries, SqliteSessions
         params += projects
         if status is not None:
             params.append(ExecutionState(status).value)
+        if parent_execution_id is not None:
+            params.append(parent_execution_id)
         if cursor is not None:
             created_at, last_id = decode_cursor(cursor)
             params += (created_at, created_at, last_id)
@@ -343,6 +354,7 @@ class SqliteStore(EachCallItsOwn, SqliteLedger, SqliteDeliveries, SqliteSessions
             by_project=project_id is not None,
             n_projects=len(projects),
             by_status=status is not None,
+            by_parent=parent_execution_id is not None,
             after=cursor is not None,
         )
         rows = await self._run(self._fetchall, sql, tuple(params))
