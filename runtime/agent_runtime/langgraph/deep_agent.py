@@ -17,8 +17,8 @@
   source holding a SKILL.md, deepagents' own rule) runs against the Tool Pod's files. The SDK forwards
   `skills` untouched; the files root is resolved in the Tool Pod at its start-up build, never at import;
 - the `task` tool runs a subagent inside the parent's tool call; its calls carry its name (subagents.py).
-  `write_todos` only writes the graph's state (checkpointed, no side effect outside it), so it is no OE
-  call of its own.
+  Each `write_todos` (the plan) is first a governed step of its own (plan_audit.py), for the lead and each
+  declared subagent, so the audit holds the plan and a policy may name it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from langchain_core.tools import BaseTool
 from agent_runtime.langgraph.backends.tool_sandbox import files_root
 from agent_runtime.langgraph.backends.toolpod import AgentEngineToolPodBackend
 from agent_runtime.langgraph.durable_tools import GovernedTool
+from agent_runtime.langgraph.plan_audit import PlanAudit
 from agent_runtime.langgraph.secure_llm import GovernedChatModel
 from agent_runtime.sdk.context import active_run
 from agent_runtime.sdk.input_schema import ToolDefinitionError
@@ -93,6 +94,7 @@ def _subagent(app: App, spec: Mapping[str, Any]) -> dict[str, Any]:
             "name, description, system_prompt, tools and model"
         )
     built = dict(spec)
+    built["middleware"] = [*built.get("middleware", ()), PlanAudit()]
     if "model" in built:
         built["model"] = _governed_model(app, built["model"], llm_id=f"subagent-{name}")
     if "tools" in built:
@@ -116,6 +118,7 @@ def build_deep_agent(
         raise ToolDefinitionError(
             "app.deep_agent needs the Tool Pod's file tools: call app.enable_deep_agents() at import"
         )
+    options["middleware"] = [*options.get("middleware", ()), PlanAudit()]
     for refused in ("backend", "model"):
         if refused in options:
             raise ToolDefinitionError(f"app.deep_agent sets {refused!r} itself")

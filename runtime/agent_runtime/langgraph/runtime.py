@@ -114,7 +114,10 @@ class App(base.App):
                 f"they are {', '.join(tool_sandbox.FILE_TOOLS)}"
             )
         if not self._deep_agents:
+            from agent_runtime.langgraph import plan_audit  # the deepagents extra
+
             tool_sandbox.register(self, sensitive=frozenset(sensitive))
+            plan_audit.register(self)  # each plan a governed step of its own (plan_audit.py)
             self._deep_agents = True
 
     @property

@@ -395,3 +395,25 @@ def test_a_compiled_subgraph_as_a_node_is_held_inside_and_resumes_there_with_its
     calls = [(r["step"], r["kind"]) for r in platform.audit(execution_id) if r["kind"] in ("tool", "llm")]
     steps = sorted({step for step, _ in calls})
     assert steps == [1, 2, 3], calls  # model, the held publish (asked, then run), model
+
+
+def test_the_plan_is_a_governed_step_of_its_own_in_the_audit(
+    platform: Platform, peer: RunningLLMPeer
+) -> None:
+    """`write_todos` goes to the OE first (the local tool of plan_audit.py): the audit holds the todos as
+    that step's arguments, named for the agent planning, and deepagents then writes them to the state."""
+    todo = f"survey the reefs {uuid.uuid4().hex[:6]}"
+    peer.push(
+        Turn.calls(("write_todos", {"todos": [{"content": todo, "status": "in_progress"}]})),
+        Turn.answer("planned"),
+    )
+    execution_id = _invoke(platform, "make a plan")
+    view = platform.wait(execution_id, "completed", "failed", timeout=90)
+    assert view["status"] == "completed", (view.get("error"), view)
+    audit = platform.audit(execution_id)
+    plans = [r for r in audit if r.get("tool") == "write_todos" and r["kind"] == "tool"]
+    assert len({r["step"] for r in plans}) == 1, plans  # one step (its decision and its outcome)
+    assert any(todo in json.dumps(r.get("args")) for r in plans), plans
+    assert any((r.get("detail") or {}).get("agent_name") == "lead" for r in plans), plans
+    # The state has the plan: the tool message deepagents answers with reached the model.
+    assert todo in json.dumps([r.get("args") for r in audit if r["kind"] == "llm"][-1])
