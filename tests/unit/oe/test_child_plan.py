@@ -20,6 +20,7 @@ from agent_runtime.oe.child_plan import (
 )
 from agent_runtime.oe.resume_plan import child_hold_problem
 from agent_runtime.oe.store.base import ExecutionRecord, Identity, ParentLink
+from agent_runtime.oe.views import review_view
 from agent_runtime.protocol import CallError, ExecutionState
 
 S = ExecutionState
@@ -104,3 +105,13 @@ def test_a_child_is_orphaned_when_its_parent_ended_and_it_has_not() -> None:
     assert not orphaned(record(status=S.RUNNING), child)
     assert not orphaned(record(status=S.SUSPENDED), child)
     assert not orphaned(record(status=S.CANCELLED), child.model_copy(update={"status": S.COMPLETED}))
+
+
+def test_a_parent_held_on_its_child_is_reviewed_at_the_childs_route_with_no_decisions_of_its_own() -> None:
+    child = record("c", agent="team-b/ledger", project_id="team-b", status=S.SUSPENDED, suspension={})
+    parent = record(status=S.SUSPENDED, suspension=hold(child, call_args={}, secrets=()))
+    view = review_view(parent)
+    assert view["decisions"] == [] and view["resume"] == "/api/v1/projects/team-b/executions/c/resume"
+    plain = review_view(record(status=S.SUSPENDED, suspension={"kind": "approval_required", "step": 1}))
+    assert plain["decisions"] == ["approved", "rejected"]
+    assert plain["resume"] == "/api/v1/projects/team-a/executions/p/resume"
