@@ -82,6 +82,14 @@ function schemaToJson(tool: StructuredToolInterface): Record<string, unknown> | 
   return fn?.parameters;
 }
 
+/** Make `tool`'s own invoke (and its older `call`) the governed tool's: the object the agent holds can no
+ * longer run its body without the OE (the Python SDK's registered_tools.govern_in_place). */
+function governInPlace(tool: StructuredToolInterface, governed: StructuredToolInterface): void {
+  const target = tool as unknown as Record<string, unknown>;
+  target["invoke"] = governed.invoke.bind(governed);
+  if (typeof target["call"] === "function") target["call"] = (governed as unknown as { call: (...a: unknown[]) => unknown }).call.bind(governed);
+}
+
 export class App extends RunnerApp {
   private readonly env: Env;
   private threadResolver: ThreadIdResolver<RequestContext> | undefined;
@@ -193,9 +201,10 @@ export class App extends RunnerApp {
     return new GovernedChatModel(llmId, secure);
   }
 
-  /** `app.tool(langchainTool, options)`: register it and return its governed twin, a LangChain tool whose
-   * every call goes through the OE (hand it to createReactAgent or ToolNode). `app.tool(options, body)`: the
-   * runner's registration (its governed tool: `app.governedTool(name)`). */
+  /** `app.tool(langchainTool, options)`: register it and make the tool itself governed: from now on every
+   * call of it goes through the OE, so handing either the tool or what this returns (the same object) to
+   * createReactAgent or ToolNode is safe. `app.tool(options, body)`: the runner's registration (its
+   * LangChain form: `app.governedTool(name)`). */
   override tool(options: ToolOptions, body: ToolBody): this;
   override tool(tool: StructuredToolInterface, options?: LangChainToolOptions): StructuredToolInterface;
   override tool(first: ToolOptions | StructuredToolInterface, second?: ToolBody | LangChainToolOptions): this | StructuredToolInterface {
@@ -205,6 +214,9 @@ export class App extends RunnerApp {
       throw new ToolDefinitionError("app.tool takes a LangChain tool and its options, or the runner's (options, body)");
     }
     const options = (second ?? {}) as LangChainToolOptions;
+    // Taken before the tool is governed in place (below): the body is the tool's own `call` (which its
+    // invoke calls too), bound to the prototype's method, so the patched instance methods never reach it.
+    const body = (tool as unknown as { call: (args: Record<string, unknown>) => Promise<unknown> }).call.bind(tool);
     if (!tool.description?.trim()) throw new ToolDefinitionError(`tool ${JSON.stringify(tool.name)} has no description; the model needs one`);
     super.tool(
       {
@@ -216,10 +228,12 @@ export class App extends RunnerApp {
         ...(options.timeoutS !== undefined ? { timeoutS: options.timeoutS } : {}),
         ...(options.requiredSecrets !== undefined ? { requiredSecrets: options.requiredSecrets } : {}),
       },
-      // The body is the tool itself, run where isLocal says, after the OE's approval.
-      async (args) => tool.invoke(args),
+      // The body is the tool as it was, run where isLocal says, after the OE's approval.
+      async (args) => body(args),
     );
-    return this.governedTool(tool.name);
+    const governed = this.governedTool(tool.name);
+    governInPlace(tool, governed);
+    return tool;
   }
 
   /** The governed LangChain tool for a tool this App registered. */

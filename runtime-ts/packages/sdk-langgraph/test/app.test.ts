@@ -35,8 +35,27 @@ describe("the App", () => {
       required: ["order"],
       additionalProperties: false,
     });
-    assert.notEqual(governed, lookup);
+    assert.equal(governed, lookup);
     assert.equal(governed.name, "lookup");
+  });
+
+  it("governs the registered tool object itself: outside a run its call reaches no body", async () => {
+    const app = new App({ env: {} });
+    let ran = 0;
+    const refund = tool(
+      async () => {
+        ran += 1;
+        return "refunded";
+      },
+      { name: "refund", description: "Refund.", schema: z.object({}) },
+    );
+    app.tool(refund, { sensitive: true });
+    // The object the agent might hand to createReactAgent asks the OE (there is no run here), never the body.
+    await assert.rejects(refund.invoke({}), /outside a run/);
+    assert.equal(ran, 0);
+    // The registered body, which the Tool Pod runs after the OE's approval, is the tool as it was.
+    assert.equal(await app.tools.get("refund")?.body({}, { executionId: null, step: null }), "refunded");
+    assert.equal(ran, 1);
   });
 
   it("refuses a tool without a description, naming it", () => {
