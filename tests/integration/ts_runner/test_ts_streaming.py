@@ -88,3 +88,21 @@ def test_a_secret_split_across_chunks_appears_in_no_delta(
     assert b"sk-loop-llm-key" not in raw and b"loop-runtime-token" not in raw  # no prefix leaked either
     args = [call["args"]["text"] for call in joined(deltas)["tool_calls"]]
     assert args == ["key [REDACTED] and token [REDACTED] end"]
+
+
+def test_a_frameworks_custom_chunks_reach_the_client_for_the_modes_it_asked(platform: NodePlatform) -> None:
+    with platform.client() as client:
+        body = {"agent": AGENT, "input": {"mode": "custom_stream"}, "stream_mode": ["custom"]}
+        response = client.post("/invoke", json=body)
+    assert response.status_code == 202, response.text
+    execution_id = str(response.json()["execution_id"])
+    records = [record for record, _ in events(platform, execution_id)]
+    assert records[-1]["type"] == "completed", records[-1]
+    assert [r["data"]["data"] for r in records if r["type"] == "custom"] == [
+        {"progress": 0},
+        {"progress": 1},
+        {"progress": 2},
+    ]
+    assert not any(r["type"] == "values" for r in records), "a mode the client did not ask for is never sent"
+    view = platform.wait(execution_id)
+    assert view["result"] == {"sent": [True, True, True, False]}

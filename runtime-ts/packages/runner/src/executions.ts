@@ -59,6 +59,7 @@ export async function runExecution(
       orgId: request.org_id ?? null,
       resume: request.resume ?? false,
       tools: options.tools,
+      streamMode: [...new Set(request.stream_mode ?? [])],
       signal: options.signal,
     },
     options.oe,

@@ -5,6 +5,8 @@ export type { RunContext, RequestContext } from "./run_context.js";
 export { currentRun } from "./run_context.js";
 export { SecureWrappedLLM } from "./secure_llm.js";
 export { SecureToolWrapper } from "./secure_tool.js";
+export { streamChunk, streamsMode } from "./stream_chunks.js";
+export type { StreamMode } from "./stream_chunks.js";
 export type { ModelSource } from "./app.js";
 export type { InvokeOptions } from "./secure_llm.js";
 export type { ModelRunner, ModelCall, Message } from "./model.js";

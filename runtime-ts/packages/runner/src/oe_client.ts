@@ -2,10 +2,12 @@
 // the Agent's runtime token. Any failure to get an answer is a PlatformFailure: without the OE nothing runs.
 import {
   OE_CALLBACK_PATH,
+  OE_GRAPH_STREAM_PATH,
   OE_TOOL_EXECUTE_PATH,
   OE_TOOL_RESULT_PATH,
   parseModel,
   type ExecutorCallback,
+  type GraphStreamChunk,
   type ToolExecuteAnswer,
   type ToolExecuteRequest,
   type ToolResultRequest,
@@ -18,6 +20,7 @@ export interface OEApi {
   toolExecute(request: ToolExecuteRequest): Promise<ToolExecuteAnswer>;
   toolResult(request: ToolResultRequest): Promise<void>;
   callback(callback: ExecutorCallback): Promise<void>;
+  graphStream(chunk: GraphStreamChunk): Promise<void>;
 }
 
 // Generous: a held call's answer comes back only once the OE has it (a Tool Pod call of up to its timeout).
@@ -74,6 +77,10 @@ export class OEClient implements OEApi {
 
   async toolResult(request: ToolResultRequest): Promise<void> {
     await this.post(OE_TOOL_RESULT_PATH, request);
+  }
+
+  async graphStream(chunk: GraphStreamChunk): Promise<void> {
+    await this.post(OE_GRAPH_STREAM_PATH, chunk, 30_000);
   }
 
   async callback(callback: ExecutorCallback): Promise<void> {

@@ -34,6 +34,7 @@ export const TOOLS_PATH = "/tools";
 export const OE_TOOL_EXECUTE_PATH = "/tool/execute";
 export const OE_TOOL_RESULT_PATH = "/tool/result";
 export const OE_CALLBACK_PATH = "/executor/callback";
+export const OE_GRAPH_STREAM_PATH = "/tool/stream";
 export const DRAIN_PATH = "/drain";
 export const INTERRUPT_CALL_PATH = "/interrupt/call";
 

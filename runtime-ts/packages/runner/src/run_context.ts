@@ -15,6 +15,8 @@ export interface RequestContext {
   readonly orgId: string | null;
   readonly resume: boolean;
   readonly tools: readonly Record<string, unknown>[];
+  /** The stream modes the client asked for (`values`, `updates`, `messages`, `custom`); empty: none. */
+  readonly streamMode?: readonly string[];
   /** The turn's signal: aborted when the OE drains the execution. */
   readonly signal: AbortSignal;
 }

@@ -2,7 +2,7 @@
 // tier's tests/integration/loop/tenant/loop_agent.py: local and remote tools, a sensitive side effect the
 // tests count in a ledger file, failures, a human review, and a model-driven tool loop through app.llm.
 import { appendFileSync, readFileSync } from "node:fs";
-import { App, ChatCompletionsModel, type Message } from "../../src/index.js";
+import { App, ChatCompletionsModel, streamChunk, type Message } from "../../src/index.js";
 
 export const app = new App("loop-agent-ts");
 
@@ -90,6 +90,13 @@ app.entrypoint(async (input, run) => {
       : ((await app.callTool("ask_human", { question: "approve the claims?" })) as { decision: string });
     const sent = await app.callTool("send_notification", { text: `claims ${decision.decision}` });
     return { decision, sent };
+  }
+  if (mode === "custom_stream") {
+    // A framework's own stream chunks: sent only for the modes the client asked for.
+    const sent: boolean[] = [];
+    for (let index = 0; index < 3; index += 1) sent.push(await streamChunk("custom", { progress: index }));
+    sent.push(await streamChunk("values", { never: "asked for" }));
+    return { sent };
   }
   throw new Error(`unknown mode '${mode}'`);
 });
