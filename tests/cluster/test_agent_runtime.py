@@ -43,8 +43,8 @@ def _agent(api: Api, name: str, **spec: object) -> dict[str, Any]:
         ({"runtime": "java"}, 'supported values: "python", "node"'),
         ({"entrypoint": "/app/dist/agent.js:app"}, "with runtime python is package.module:attribute"),
         ({"runtime": "python", "entrypoint": "agent"}, "with runtime python is package.module:attribute"),
-        ({"runtime": "node", "entrypoint": "/app/agent.js:app:x"}, "with runtime node is a module specifier"),
-        ({"runtime": "node", "entrypoint": "/app/my agent.js"}, "with runtime node is a module specifier"),
+        ({"runtime": "node", "entrypoint": "/app/agent.js:app:x"}, "with runtime node is a module path"),
+        ({"runtime": "node", "entrypoint": "/app/my agent.js"}, "with runtime node is a module path"),
         ({"runtime": "node", "entrypoint": ""}, "spec.entrypoint"),
     ],
 )
