@@ -98,3 +98,25 @@ def test_a_rejected_interrupt_fails_the_turn_with_the_notes_and_runs_nothing_aft
     assert ledger.effects("reply-1") == []
     # The session's thread is still usable: the next turn runs (and stops at its own interrupt).
     assert platform.wait(_invoke(platform), timeout=60)["status"] == "suspended"
+
+
+def test_app_suspend_in_a_node_holds_the_run_and_returns_the_decision_on_resume(
+    tmp_path: Path, spawn: Callable[..., Process], llm_peer: RunningLLMPeer, ledger: RunningLedger
+) -> None:
+    env = {"CHECKPOINT_STORE": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite3")}
+    platform = example_platform(
+        tmp_path,
+        spawn,
+        llm_base_url=llm_peer.base_url,
+        refund_url=ledger.url,
+        checkpoint_env=env,
+        tenant=sdk_tenant("suspend_agent"),
+    )
+    execution_id = _invoke(platform)
+    view = platform.wait(execution_id, timeout=60)
+    assert view["status"] == "suspended", f"{view}\n{platform.outputs()}"
+    assert view["suspension"]["reason"] == "a refund above 100 EUR needs a manager", view["suspension"]
+    _resume(platform, execution_id, {"decision": "approved", "reviewer_notes": "fine, loyal customer"})
+    view = platform.wait(execution_id, "completed", "failed", timeout=60)
+    assert view["status"] == "completed", f"{view}\n{platform.outputs()}"
+    assert view["result"]["messages"][-1]["content"] == "manager said approved: fine, loyal customer"

@@ -1,0 +1,18 @@
+// A test tenant for the runner's app.suspend(reason, payload) inside a LangGraph node: the node asks for a
+// human at a step of its own; the resumed run replays the turn and app.suspend returns the decision there.
+import { AIMessage } from "@langchain/core/messages";
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { App } from "../../src/index.js";
+
+export const app = new App({ appName: "suspend-agent" });
+
+app.entrypoint(() =>
+  new StateGraph(MessagesAnnotation)
+    .addNode("escalate", async () => {
+      const decision = app.suspend("a refund above 100 EUR needs a manager", { order: "C300", amount: 250 });
+      return { messages: [new AIMessage(`manager said ${decision.decision}: ${decision.reviewer_notes ?? ""}`)] };
+    })
+    .addEdge(START, "escalate")
+    .addEdge("escalate", END)
+    .compile({ checkpointer: app.checkpointer() }),
+);
