@@ -1,8 +1,7 @@
 """A person's consent to an Agent's MCP connector through the console, in a cluster (issue 37), on a real API
 server, the operator and the OE as the chart's identities, the console driven over its own HTTP routes
 (sign-in, the form with its CSRF token, the authorization server's redirect, the callback with the
-browser's cookies, sent by hand as a browser sends them; the form in Chromium is
-tests/browser/test_console_connector_consent.py's).
+browser's cookies, sent by hand as a browser sends them), and once more in Chromium.
 
 The operator pre-creates `mcp-oauth-crm2` and the Role `bot-mcp-consent` (the OE's ServiceAccount: get on
 the Agent and the Connector, update on that Secret, by name). Alice (update on Agent bot) completes the
@@ -25,13 +24,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
+from tests.browser.conftest import Console, browser, console_for, playwright  # noqa: F401 - fixtures
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.operator_harness import GROUP, VERSION, Api, RunningOperator, manifests, ready, wait_for
 from tests.conftest import REPO_ROOT, Process, free_port
@@ -154,14 +156,31 @@ class Person:
         return link, self.get(back[len(self.base) :])
 
 
-def test_a_console_consent_in_a_cluster_reaches_the_tool_pod_and_nothing_else(
+@dataclass
+class World:
+    cluster: ControlPlane
+    api: Api
+    ns: str
+    other_ns: str
+    oe_account: str
+    peer: OAuthPeer
+    operator: RunningOperator
+    oe: Platform
+    people: dict[str, str]
+    oe_token: str
+    sa_dir: Path
+
+
+@pytest.fixture
+def world(
     cluster: ControlPlane,
     api: Api,
     start_operator: Callable[..., RunningOperator],
     spawn: Callable[..., Process],
-    elsewhere: tuple[str, list[str]],
     tmp_path: Path,
-) -> None:
+) -> Iterator[World]:
+    """Agent bot (connector crm2, authorization_code, pinned to the loopback issuer) as the operator
+    renders it, the OE as its own ServiceAccount, alice (update on bot) and mallory (another namespace)."""
     ns = api.namespace
     other_ns = f"team-b-{uuid.uuid4().hex[:6]}"
     oe_account = f"consent-oe-{uuid.uuid4().hex[:6]}"
@@ -170,13 +189,13 @@ def test_a_console_consent_in_a_cluster_reaches_the_tool_pod_and_nothing_else(
     _kubectl(cluster, "create", "namespace", other_ns)
     try:
         with mcp_oauth_server() as peer:
-            _journey(cluster, api, ns, other_ns, oe_account, peer, start_operator, spawn, elsewhere, tmp_path)
+            yield _setup(cluster, api, ns, other_ns, oe_account, peer, start_operator, spawn, tmp_path)
     finally:
         _kubectl(cluster, "delete", "namespace", other_ns, "--wait=false")
         _kubectl(cluster, "delete", "clusterrolebinding", oe_account, "--ignore-not-found")
 
 
-def _journey(
+def _setup(
     cluster: ControlPlane,
     api: Api,
     ns: str,
@@ -185,9 +204,8 @@ def _journey(
     peer: OAuthPeer,
     start_operator: Callable[..., RunningOperator],
     spawn: Callable[..., Process],
-    elsewhere: tuple[str, list[str]],
     tmp_path: Path,
-) -> None:
+) -> World:
     operator = start_operator(
         extra_env={"AGENT_OPERATOR_MCP_RETRY_SECONDS": "2", "AGENT_OPERATOR_OE_SERVICE_ACCOUNT": oe_account}
     )
@@ -242,6 +260,20 @@ def _journey(
         }
     )
 
+    return World(cluster, api, ns, other_ns, oe_account, peer, operator, oe, people, oe_token, sa_dir)
+
+
+def test_a_console_consent_in_a_cluster_reaches_the_tool_pod_and_nothing_else(
+    world: World, spawn: Callable[..., Process], elsewhere: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    cluster, api, ns, other_ns, peer = world.cluster, world.api, world.ns, world.other_ns, world.peer
+    operator, oe, people, oe_token, sa_dir = (
+        world.operator,
+        world.oe,
+        world.people,
+        world.oe_token,
+        world.sa_dir,
+    )
     # Alice consents: no URL to type, a link to the authorization server, the Secret written.
     alice = Person(oe.oe_url, people["alice"])
     link, done = alice.complete(alice.consent(f"{ns}/bot", "crm2"))
@@ -365,3 +397,27 @@ def _echo(port: int, token: str, tool: str) -> dict[str, Any]:
     )
     assert answer.status_code == 200, answer.text
     return dict(answer.json())
+
+
+def test_the_consent_form_in_chromium_takes_no_url_and_keeps_the_token_in_the_secret(
+    world: World,
+    console_for: Callable[..., Console],  # noqa: F811 - the fixture
+) -> None:
+    """The same consent as a person gives it: Chromium signs in, opens the form (no URL field), follows
+    the link to the authorization server and lands on the OE's callback page; the Secret holds the file."""
+    alice = console_for(world.oe.oe_url)
+    alice.sign_in(world.people["alice"])
+    alice.page.wait_for_url("**/console/inbox")
+    alice.page.goto(alice.url(f"/console/connectors/consent?agent={world.ns}/bot&connector=crm2"))
+    expect(alice.page.locator("#consent-agent")).to_have_value(f"{world.ns}/bot")
+    assert alice.page.locator("#consent-url").count() == 0
+    alice.page.click("#consent-start")
+    link = alice.page.wait_for_selector("#consent-continue", timeout=15_000)
+    assert link is not None and (link.get_attribute("href") or "").startswith(world.peer.issuer)
+    alice.page.click("#consent-continue")
+    alice.page.wait_for_selector("#consent-done", timeout=15_000)
+    kept = _secret_file(world.api)
+    assert kept is not None and kept["tokens"]["refresh_token"] and kept["resource"] == world.peer.url
+    page = alice.page.content()
+    assert kept["tokens"]["access_token"] not in page and kept["tokens"]["refresh_token"] not in page
+    assert kept["tokens"]["refresh_token"] not in world.oe.outputs()
