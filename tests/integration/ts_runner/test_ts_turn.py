@@ -5,6 +5,8 @@ processes on loopback, an OpenAI-compatible model peer and the echo provider."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 
 from tests.integration.loop.harness import LLM_KEY, PLANTED
 from tests.integration.ts_runner.node_platform import LOOP_SECRET, NodePlatform
@@ -136,3 +138,25 @@ def test_the_tool_pods_secrets_never_leave_it(platform: NodePlatform) -> None:
     assert "the secret is [REDACTED]" in outputs and "raw bytes [REDACTED]" in outputs, "the prints happened"
     for planted in (*PLANTED, LOOP_SECRET, "dHMtbG9vcC1zZWNyZXQ"):
         assert planted not in outputs, "a secret reached a log line"
+
+
+def test_sigterm_lets_the_run_in_flight_finish_then_the_aer_exits_0(platform: NodePlatform) -> None:
+    """The process's shutdown (not a drain): it stops listening, the run in flight finishes and calls back."""
+    release = platform.tmp / "release"
+    execution_id = platform.invoke(
+        calls(("wait_for_file", {"path": str(release)}), ("shout", {"text": "after"}))
+    )
+    deadline = time.monotonic() + 20
+    while not any(r["tool"] == "wait_for_file" for r in tool_records(platform, execution_id)):
+        assert time.monotonic() < deadline, platform.outputs()
+        time.sleep(0.05)
+    aer = platform.processes["aer"].popen
+    aer.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert aer.poll() is None, "the AER waits for its run in flight"
+    release.write_text("go")
+    view = platform.wait(execution_id, "completed", "failed")
+    assert view["status"] == "completed", view
+    assert view["result"]["results"] == [{"seen": str(release)}, {"loud": "AFTER"}]
+    assert aer.wait(timeout=20) == 0
+    assert "SIGTERM: shutting down aer" in platform.processes["aer"].output()

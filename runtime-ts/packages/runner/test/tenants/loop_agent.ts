@@ -1,7 +1,7 @@
 // The tenant App the TS runner's loop tests run (tests/integration/ts_runner), the TS twin of the loop
 // tier's tests/integration/loop/tenant/loop_agent.py: local and remote tools, a sensitive side effect the
 // tests count in a ledger file, failures, a human review, and a model-driven tool loop through app.llm.
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { App, ChatCompletionsModel, streamChunk, type Message } from "../../src/index.js";
 
 export const app = new App("loop-agent-ts");
@@ -41,6 +41,19 @@ app.tool({ name: "send_notification", description: "Notify (a side effect).", re
   appendFileSync(process.env["LOOP_LEDGER"] ?? "", `notify ${String(args["text"])}\n`);
   return { sent: args["text"] };
 });
+
+app.tool(
+  { name: "wait_for_file", description: "Block until a file exists (a test holds a run with it).", isLocal: true, timeoutS: 60, inputSchema: object({ path: "string" }) },
+  async (args) => {
+    const path = String(args["path"]);
+    const deadline = Date.now() + 55_000;
+    while (!existsSync(path)) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${path}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return { seen: path };
+  },
+);
 
 // The model runs in the Tool Pod only (its key is there); the AER's app.llm("main") asks the OE for it.
 app.model("main", () => ChatCompletionsModel.fromEnv(process.env));
