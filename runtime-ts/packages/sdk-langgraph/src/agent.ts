@@ -14,7 +14,7 @@
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { BaseCheckpointSaver } from "@langchain/langgraph-checkpoint";
 import { Command } from "@langchain/langgraph";
-import { PlatformFailure, SuspendRequested, currentRun, protocol, type RequestContext } from "@agent-engine/runner";
+import { PlatformFailure, SuspendRequested, currentRun, protocol, streamChunk, type RequestContext, type StreamMode } from "@agent-engine/runner";
 import { turnStart } from "./checkpoint_branch.js";
 import { MONGODB_URI_ENV } from "./checkpointer.js";
 import { toPlatform } from "./messages.js";
@@ -26,6 +26,7 @@ type Run = ReturnType<typeof currentRun>;
 /** What the agent needs of a compiled graph (CompiledStateGraph has it). */
 export interface CompiledGraphLike {
   invoke(input: unknown, config: Record<string, unknown>): Promise<unknown>;
+  stream?(input: unknown, config: Record<string, unknown>): Promise<AsyncIterable<unknown>>;
   getState(config: Record<string, unknown>): Promise<{ values: unknown }>;
   checkpointer?: unknown;
 }
@@ -52,6 +53,21 @@ export class UngovernedInterruptError extends Error {
 }
 
 const INTERRUPT_KEY = "__interrupt__";
+const GRAPH_MODES: ReadonlySet<string> = new Set(["values", "updates", "messages", "custom"]);
+
+/** The stream modes of the client's request this graph streams (LG-10); empty: the graph is invoked. */
+export function streamedModes(context: RequestContext): StreamMode[] {
+  return [...new Set((context.streamMode ?? []).filter((mode) => GRAPH_MODES.has(mode)))] as StreamMode[];
+}
+
+/** One chunk as the OE's event data: messages as platform dicts (`messages` chunks are [message, metadata]). */
+export function chunkData(mode: string, chunk: unknown): unknown {
+  if (mode === "messages" && Array.isArray(chunk)) {
+    const [message, metadata] = chunk as [unknown, unknown];
+    return { message: jsonableState(message), metadata: jsonableState(metadata) };
+  }
+  return jsonableState(chunk);
+}
 
 /** A graph's output as JSON: messages as platform dicts, LangGraph's interrupt marker dropped. */
 export function jsonableState(value: unknown): unknown {
@@ -93,7 +109,8 @@ export class LangGraphBaseAgent {
       graphInput = await this.recoveredInput(input, config);
     }
     const run = currentRun("the LangGraph agent's turn");
-    let result = await this.graph.invoke(graphInput, config);
+    const modes = streamedModes(context);
+    let result = await this.turn(graphInput, config, modes);
     for (;;) {
       if (run.suspension !== null) throw run.suspension;
       const hold = pendingInterrupt(result);
@@ -106,9 +123,43 @@ export class LangGraphBaseAgent {
       }
       // The replayed turn stops here again at the same step: the reviewer's reply continues the graph.
       const resume = await this.decided(run, hold);
-      result = await this.graph.invoke(new Command({ resume }), { configurable: { thread_id: this.threadId }, signal: context.signal });
+      result = await this.turn(new Command({ resume }), { configurable: { thread_id: this.threadId }, signal: context.signal }, modes);
     }
     return jsonableState(result);
+  }
+
+  /** `invoke`, or `stream` with each chunk of the client's modes sent to the OE as it comes (LG-10); the
+   * result either way: the final values, with LangGraph's interrupt marker when the graph stopped at one. */
+  private async turn(input: unknown, config: Record<string, unknown>, modes: StreamMode[]): Promise<unknown> {
+    if (modes.length === 0) return this.graph.invoke(input, config);
+    if (this.graph.stream === undefined) throw new TypeError("the compiled graph has no stream(); it cannot serve stream_mode");
+    // values and updates are always read: the final state and an interrupt come from them.
+    const streamMode = [...new Set<string>([...modes, "values", "updates"])];
+    let values: unknown = null;
+    let interrupted: unknown;
+    for await (const item of await this.graph.stream(input, { ...config, streamMode })) {
+      const [mode, chunk] = item as [string, unknown];
+      if (mode === "values") values = chunk;
+      if (mode === "updates") interrupted ??= (chunk as Record<string, unknown> | null)?.[INTERRUPT_KEY];
+      if ((modes as string[]).includes(mode)) await this.send(mode as StreamMode, chunkData(mode, chunk));
+    }
+    return interrupted === undefined ? values : { ...(values as Record<string, unknown>), [INTERRUPT_KEY]: interrupted };
+  }
+
+  /** One chunk to the OE. After a platform failure the turn is over, but the seed has the client receive
+   * the step that failed (its ToolMessage carries the failure text) before the turn's error: those chunks
+   * are sent as they come, best effort, without the runner's refusal of calls after a failure. */
+  private async send(mode: StreamMode, data: unknown): Promise<void> {
+    const run = currentRun("streaming the graph");
+    if (run.platformFailure === null) {
+      await streamChunk(mode, data);
+      return;
+    }
+    try {
+      await run.oe.graphStream({ execution_id: run.context.executionId, mode, data: JSON.parse(JSON.stringify(data ?? null)) as unknown });
+    } catch {
+      // The turn already ends FAILED with the first failure; a chunk lost now changes nothing.
+    }
   }
 
   /** The `resume` past the graph's interrupt once the OE has the reviewer's decision; until then the
