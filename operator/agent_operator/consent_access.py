@@ -145,9 +145,9 @@ async def converge(
     binding_path = f"{RBAC}/namespaces/{ns}/rolebindings/{role_name(agent)}"
     try:
         if not names:
-            if await api.get(binding_path) is not None:
-                await api.delete(binding_path)
+            # One read for an Agent with no such connector; both go when a Role is left from before.
             if await api.get(role_path) is not None:
+                await api.delete(binding_path)
                 await api.delete(role_path)
             return None
         for name in names:

@@ -373,6 +373,17 @@ def test_a_console_consent_in_a_cluster_reaches_the_tool_pod_and_nothing_else(
         assert as_oe.get(f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/connectors/crm3").status_code == 403
         assert as_oe.get(f"/api/v1/namespaces/{other_ns}/secrets").status_code == 403
 
+    # The Agent stops using the connector: its Role and binding go (never one with no names, which would
+    # grant every name); the Secret, a person's consent, stays.
+    patched = api.http.patch(
+        api.path("agents", "bot"), content=json.dumps({"spec": {"connectors": []}}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )  # fmt: skip
+    assert patched.is_success, patched.text
+    wait_for("the Role gone", lambda: _rbac(api, "roles", "bot-mcp-consent") is None, timeout=60)
+    assert _rbac(api, "rolebindings", "bot-mcp-consent") is None
+    assert _secret_file(api) is not None
+
     # No token anywhere a person or a log reads.
     tokens = [t for f in (first, second) for t in (f["tokens"]["access_token"], f["tokens"]["refresh_token"])]
     texts = [json.dumps(api.get("connectors", n)) for n in ("crm2", "crm3")]
