@@ -56,9 +56,10 @@ integration: venv
 crash: venv ferretdb-bin peers
 	CRASH_RACES=$${CRASH_RACES:-100} $(PY) -m pytest -m crash tests/crash $(PYTEST_ARGS)
 
-# Real pods under fire (tests/chaos): the OE's, an AER's and a Tool Pod's pods force-deleted on the real node
-# while executions start and while their approved side effects run; prints faults, completed, held, failed,
-# duplicates and lost. `make test` runs 4 rounds of 4 executions.
+# Real pods under fire (tests/chaos): the OE's, an AER's and a Tool Pod's pods force-deleted on the real node,
+# its kubelet restarted, a tool over its Tool Pod's memory limit (OOM-killed) and the OE's PostgreSQL stopped
+# for a while, while executions start and while their approved side effects run; prints faults, completed,
+# held, failed, duplicates and lost. `make test` runs 4 rounds of 4 executions.
 chaos: venv cluster-bins node-bins images
 	CHAOS_ROUNDS=$${CHAOS_ROUNDS:-12} CHAOS_EXECUTIONS=$${CHAOS_EXECUTIONS:-6} $(PY) -m pytest -m chaos tests/chaos -s $(PYTEST_ARGS)
 

@@ -14,6 +14,7 @@
 #   agent-engine/runtime-node:VERSION  images/runtime-node/Dockerfile --build-arg NODE_IMAGE=<node base>
 #   example/NAME:VERSION             examples/NAME/Dockerfile    --build-arg RUNTIME_IMAGE=<runtime image>
 #                                    (or NODE_RUNTIME_IMAGE=<runtime-node image>, when it declares that arg)
+#   test/TIER-NAME:VERSION           tests/TIER/images/NAME/Dockerfile (the tests' own: RUNTIME_IMAGE, BASE_IMAGE)
 #
 # The Dockerfiles are the ones a user builds with Docker (`docker build -f images/runtime/Dockerfile .`);
 # only their base images come in as build args. VERSION is the project version (pyproject.toml). Each image
@@ -242,6 +243,21 @@ for dockerfile in "$REPO"/examples/*/Dockerfile; do
     fi
     inputs="$(printf '%s %s' "$parent_id" "$(files_digest "$REPO/examples/$example" .)" | sha256sum | cut -c1-32)"
     bud "$ref" "$inputs" "$dockerfile" "$REPO/examples/$example" --build-arg "$parent_arg"
+    export_archive "$ref"
+done
+
+# Images only the tests use: tests/TIER/images/NAME/Dockerfile -> test/TIER-NAME:VERSION (the chaos tier's
+# tenant and PostgreSQL), each given both the runtime image and the Debian base as build args.
+base_id="$(image_id "$BASE_IMAGE")"
+for dockerfile in "$REPO"/tests/*/images/*/Dockerfile; do
+    [[ -f "$dockerfile" ]] || continue
+    context="$(dirname "$dockerfile")"
+    ref="test/$(basename "$(dirname "$(dirname "$context")")")-$(basename "$context"):$VERSION"
+    parent_id="$base_id"  # rebuilt when its parent changes: the runtime image only if it is FROM that
+    grep -q 'FROM ${RUNTIME_IMAGE}' "$dockerfile" && parent_id="$runtime_id"
+    inputs="$(printf '%s %s' "$parent_id" "$(files_digest "$context" .)" | sha256sum | cut -c1-32)"
+    bud "$ref" "$inputs" "$dockerfile" "$context" \
+        --build-arg "RUNTIME_IMAGE=$runtime_ref" --build-arg "BASE_IMAGE=$BASE_IMAGE"
     export_archive "$ref"
 done
 

@@ -1,5 +1,7 @@
 """Real pods under fire (issue 41): executions in flight and held on the real node while the OE's, the
-AER's and the Tool Pod's pods are force-deleted, with the echo provider as the side-effect ledger.
+AER's and the Tool Pod's pods are force-deleted, a tool allocates past its Tool Pod's memory limit
+(tests/chaos/oom.py) and the OE's PostgreSQL store is stopped for a while (tests/chaos/store.py), with the
+echo provider as the side-effect ledger.
 
 Each round starts executions that each ask the model once for a sensitive `echo_createMessage` with a text
 of its own (the scripted model's turns, then its brain), so every execution is held for a reviewer; a pod
@@ -16,11 +18,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from agent_operator.render import component_name
+from tests.chaos import oom, store
 from tests.install_flow import (
     EXAMPLE_AGENT,
     EXAMPLES,
@@ -28,6 +32,7 @@ from tests.install_flow import (
     OPERATOR_DEPLOYMENT,
     RESUME_PATH,
     SETTLED,
+    VERSION,
     Kube,
     Platform,
     StepFailed,
@@ -44,12 +49,14 @@ from tests.install_flow import (
     project_image_refs,
     rollout,
     use_llm_peer,
+    wait_agent_generation_ready,
     wait_agent_ready,
 )
 
 FINAL = ("completed", "failed", "cancelled")
 # The example Secret's provider token (examples/kubernetes/echo-agent.yaml), not a credential.
 PROVIDER_TOKEN = "example-provider-token"
+CHAOS_IMAGES = (f"test/chaos-agent:{VERSION}", f"test/chaos-postgres:{VERSION}")
 
 
 @dataclass
@@ -67,6 +74,17 @@ class ChaosReport:
     # Distinct messages the provider stored: one per execution whose side effect ran.
     stored: int = 0
     seconds: float = 0.0
+    oom: oom.OomEvidence = field(default_factory=oom.OomEvidence)
+    # The OE's answers while its store was away, "METHOD status [retry-after]": 503s, never a 500.
+    store_away: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def server_errors(self) -> int:
+        """Answers while the store was away that were a 5xx other than a 503 with Retry-After."""
+        return sum(
+            n for answer, n in self.store_away.items()
+            if answer.split()[1].startswith("5") and answer.split()[1:] != ["503", "retry-after"]
+        )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +97,9 @@ class ChaosReport:
             "duplicates": self.duplicates,
             "lost": self.lost,
             "messages_stored": self.stored,
+            "oom": self.oom.as_dict(),
+            "store_away_answers": dict(self.store_away),
+            "server_errors": self.server_errors,
             "seconds": round(self.seconds, 1),
         }
 
@@ -192,6 +213,80 @@ def message_counts(kube: Kube, *, app_ns: str) -> Counter[str]:
         return Counter(response.json())
 
 
+def _invoke(client: httpx.Client, *, agent: str, app_ns: str, task: dict[str, Any]) -> str:
+    answer = client.post("/invoke", json={"agent": f"{app_ns}/{agent}", "input": task})
+    assert answer.status_code == 202, answer.text
+    return str(answer.json()["execution_id"])
+
+
+@dataclass
+class _Campaign:
+    """What the fault injectors share: the cluster, the identities, the report, the round's executions."""
+
+    kube: Kube
+    system_ns: str
+    app_ns: str
+    tokens: tuple[str, str]
+    report: ChaosReport
+    started: list[str] = field(default_factory=list)  # this round's
+    extra: list[str] = field(default_factory=list)  # executions the faults started themselves
+
+    def oom_fault(self) -> None:
+        """A tool over its Tool Pod's memory limit while another execution of that Tool Pod stores a
+        message (held, approved): the first is told out_of_memory, the second stores once."""
+        before = oom.tool_pod_state(self.kube, namespace=self.app_ns)
+        text = f"chaos oom message {self.report.faults['tool over its memory limit']}"
+        with oe_clients(self.kube, system_ns=self.system_ns, tokens=self.tokens) as (client, _):
+            store_one = {"calls": [["echo_createMessage", {"text": text}]]}
+            too_much = {"calls": oom.over_the_limit_calls()}
+            over = _invoke(client, agent=oom.AGENT, app_ns=self.app_ns, task=too_much)
+            other = _invoke(client, agent=oom.AGENT, app_ns=self.app_ns, task=store_one)
+        views = _settle_all(
+            self.kube, system_ns=self.system_ns, tokens=self.tokens, app_ns=self.app_ns,
+            executions=[over, other], timeout=240,
+        )  # fmt: skip
+        after = oom.wait_counted(self.kube, namespace=self.app_ns, before=before)
+        oom.judge(self.report.oom, before=before, after=after, result=views.get(over, {}).get("result"))
+        self.extra += [over, other]
+
+    def store_fault(self) -> None:
+        """PostgreSQL stopped for store.OUTAGE_S while the clients keep asking, then started again."""
+        store.stop(self.kube, namespace=self.system_ns)
+        try:
+            with oe_clients(self.kube, system_ns=self.system_ns, tokens=self.tokens) as (client, _):
+                task = {"text": "while the store is away: store a message"}
+                answers, started = store.probe_while_away(
+                    client, executions=self.started or self.extra, seconds=store.OUTAGE_S,
+                    invoke_body={"agent": f"{self.app_ns}/{EXAMPLE_AGENT}", "input": task},
+                )  # fmt: skip
+            self.report.store_away.update(answers)
+            self.extra += started
+        finally:
+            store.start(self.kube, namespace=self.system_ns)
+        # The OE answers from its store again (it reconnects on its own).
+        eventually(
+            "the OE serving from its store again",
+            lambda: _store_back(self.kube, self.system_ns, self.tokens, (self.started or self.extra)[0]),
+            timeout=120,
+        )
+
+
+def _store_back(kube: Kube, system_ns: str, tokens: tuple[str, str], execution: str) -> bool:
+    try:
+        with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (client, _):
+            return client.get(f"/execution/{execution}").status_code == 200
+    except (httpx.HTTPError, AssertionError):
+        return False
+
+
+def schedule(kinds: list[str], *, rounds: int, rng: random.Random) -> list[tuple[str, str]]:
+    """Each round's (first, second) faults: every kind once in the first rounds (so a short run meets
+    them all), then at random."""
+    cycle = [kinds[i % len(kinds)] for i in range(2 * ((len(kinds) + 1) // 2))]
+    pairs = [(cycle[i], cycle[i + 1]) for i in range(0, len(cycle), 2)]
+    return [pairs[r] if r < len(pairs) else (rng.choice(kinds), rng.choice(kinds)) for r in range(rounds)]
+
+
 def run_chaos(
     platform: Platform,
     *,
@@ -199,18 +294,33 @@ def run_chaos(
     executions_per_round: int,
     seed: int,
     restart_kubelet: Callable[[], None] | None = None,
+    store_dir: Path | None = None,
+    oom_fault: bool = True,
     system_ns: str = "agent-engine-chaos",
     app_ns: str = "agent-apps-chaos",
 ) -> ChaosReport:
+    """The campaign. `store_dir` (a directory of the real node) puts the OE on a PostgreSQL kept there and
+    adds the store fault; `oom_fault` adds the chaos Agent and its over-the-limit tool."""
     kube = platform.kube
     rng = random.Random(seed)
     report = ChaosReport()
     began = time.monotonic()
     with platform.step("chaos: installed"):
-        platform.load_images(project_image_refs())
+        platform.load_images([*project_image_refs(), *CHAOS_IMAGES])
         for namespace in (system_ns, app_ns):
             create_namespace(kube, namespace, annotations=platform.namespace_annotations)
-        helm_install(kube, namespace=system_ns)
+        values: dict[str, str] = {}
+        if store_dir is not None:
+            manifest = store.objects(
+                image=CHAOS_IMAGES[1], namespace=system_ns, data_dir=store_dir, password=store.new_password()
+            )
+            kube.kubectl(
+                "apply", "--namespace", system_ns, "-f", "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifest}),
+            )  # fmt: skip
+            rollout(kube, namespace=system_ns, deployment=store.NAME)
+            values = store.helm_values()
+        helm_install(kube, namespace=system_ns, values=values)
         eventually("CRDs established", lambda: crds_established(kube))
         for deployment in (OPERATOR_DEPLOYMENT, OE_DEPLOYMENT):
             rollout(kube, namespace=system_ns, deployment=deployment)
@@ -218,11 +328,16 @@ def run_chaos(
             "apply", "--namespace", app_ns, "-f", str(EXAMPLES / "provider.yaml"),
             "-f", str(EXAMPLES / "echo-agent.yaml"),
         )  # fmt: skip
+        if oom_fault:
+            kube.kubectl(
+                "apply", "--namespace", app_ns, "-f", "-",
+                stdin=json.dumps(oom.agent_manifest(image=CHAOS_IMAGES[0])),
+            )  # fmt: skip
         wait_agent_ready(kube, namespace=app_ns, timeout=300)
         # A round's executions all ask their first question before any is approved, then each asks its
         # second: so a round's turns are its createMessage calls, then its answers. A fault that makes the
         # model be asked again shifts the turns (an execution may then store a second, different message, or
-        # none); the ledger's check stays exact: no text is ever stored twice.
+        # none); the ledger's check stays exact: no text is ever stored twice. The chaos Agent asks no model.
         script = [
             turn
             for round_ in range(rounds)
@@ -239,7 +354,10 @@ def run_chaos(
             ]
         ]
         use_llm_peer(kube, app_ns=app_ns, script=script)
+        if oom_fault:
+            wait_agent_generation_ready(kube, namespace=app_ns, agent=oom.AGENT, timeout=300)
         tokens = invoker_and_reviewer(kube, app_ns=app_ns)
+    campaign = _Campaign(kube=kube, system_ns=system_ns, app_ns=app_ns, tokens=tokens, report=report)
     faults = pod_faults(kube, system_ns=system_ns, app_ns=app_ns)
     if restart_kubelet is not None:
 
@@ -249,24 +367,21 @@ def run_chaos(
             eventually("a port-forward through the restarted kubelet", lambda: _forwards(kube, system_ns))
 
         faults["kubelet restarted"] = kubelet_fault
-    kinds = list(faults)
+    if oom_fault:
+        faults["tool over its memory limit"] = campaign.oom_fault
+    if store_dir is not None:
+        faults["oe store stopped"] = campaign.store_fault
     everything: list[str] = []
-    for round_ in range(rounds):
+    for round_, (first, second) in enumerate(schedule(list(faults), rounds=rounds, rng=rng)):
         with platform.step(f"chaos: round {round_}"):
             report.runs += 1
-            started: list[str] = []
+            campaign.started = started = []
             # The first fault lands while the executions start (model calls, AER runs); each is held at
             # its createMessage once its model call is answered.
-            first, second = kinds[round_ % len(kinds)], rng.choice(kinds)
             with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (client, _):
                 for index in range(executions_per_round):
-                    body = {
-                        "agent": f"{app_ns}/{EXAMPLE_AGENT}",
-                        "input": {"text": f"round {round_} execution {index}: store a message"},
-                    }
-                    answer = client.post("/invoke", json=body)
-                    assert answer.status_code == 202, answer.text
-                    started.append(answer.json()["execution_id"])
+                    task = {"text": f"round {round_} execution {index}: store a message"}
+                    started.append(_invoke(client, agent=EXAMPLE_AGENT, app_ns=app_ns, task=task))
             time.sleep(rng.uniform(0.0, 1.5))
             faults[first]()
             report.faults[first] += 1
@@ -283,6 +398,7 @@ def run_chaos(
             faults[second]()
             report.faults[second] += 1
             everything += started
+    everything += campaign.extra
     with platform.step("chaos: every execution settled"):
         views = _settle_all(
             kube, system_ns=system_ns, tokens=tokens, app_ns=app_ns, executions=everything, timeout=300
@@ -302,9 +418,12 @@ def run_chaos(
         report.duplicates = sum(n - 1 for n in counts.values() if n > 1)
         report.stored = len(counts)
     with platform.step("chaos: uninstalled"):
-        kube.kubectl("delete", "agent", EXAMPLE_AGENT, "--namespace", app_ns, "--wait=true", timeout=180)
+        for agent in (EXAMPLE_AGENT, *((oom.AGENT,) if oom_fault else ())):
+            kube.kubectl("delete", "agent", agent, "--namespace", app_ns, "--wait=true", timeout=180)
         helm_uninstall(kube, namespace=system_ns)
         kube.kubectl("delete", "pvc", "--namespace", system_ns, "--all", "--wait=false")
+        if store_dir is not None:
+            kube.kubectl("delete", "deployment", store.NAME, "--namespace", system_ns, "--wait=false")
     report.seconds = time.monotonic() - began
     print(json.dumps({"chaos": report.as_dict(), "timings": platform.timings}, indent=1))
     return report

@@ -1,12 +1,14 @@
-"""The chaos tier (issue 41): pods of the OE, an AER and a Tool Pod force-deleted on the real node, and its
-kubelet SIGKILLed and started again, while executions start and while their approved side effects run.
-`make test` runs four rounds (each kind of fault first once); `make chaos` a longer campaign (CHAOS_ROUNDS,
-CHAOS_EXECUTIONS, CHAOS_SEED)."""
+"""The chaos tier (issue 41): pods of the OE, an AER and a Tool Pod force-deleted on the real node, its
+kubelet SIGKILLed and started again, a tool allocating past its Tool Pod's memory limit, and the OE's
+PostgreSQL stopped for a while, while executions start and while their approved side effects run.
+`make test` runs four rounds (the first three meet each of the six kinds of fault once); `make chaos` a
+longer campaign (CHAOS_ROUNDS, CHAOS_EXECUTIONS, CHAOS_SEED)."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,9 +39,13 @@ def test_no_side_effect_twice_and_nothing_lost_while_pods_are_killed(
         rounds=int(os.environ.get("CHAOS_ROUNDS", "4")),
         executions_per_round=int(os.environ.get("CHAOS_EXECUTIONS", "4")),
         seed=int(os.environ.get("CHAOS_SEED", "41")),
+        store_dir=node.dir / "volumes" / f"chaos-postgres-{secrets.token_hex(4)}",
     )
     summary = report.as_dict()
     print(json.dumps(summary, indent=1))
     assert summary["duplicates"] == 0, summary
     assert summary["lost"] == 0, summary
+    assert summary["server_errors"] == 0, summary  # while the store was away: 503 with Retry-After only
+    assert not summary["oom"]["problems"], summary
+    assert summary["faults"].get("tool over its memory limit") and summary["faults"].get("oe store stopped")
     assert summary["completed"] + summary["held"] + sum(summary["failed"].values()) == summary["executions"]

@@ -2,7 +2,7 @@
 cgroup with a limit, the kernel's OOM killer ends the tool's worker, and the call says `out_of_memory`.
 
 The Tool Pod (the launcher in tool mode) starts inside a cgroup of its own, its limit written there, as the
-kubelet writes a container's; the tenant is the chaos tier's (tests/chaos/tenant), whose `allocate` tool
+kubelet writes a container's; the tenant is the chaos tier's (tests/chaos/images/agent), whose `allocate` tool
 writes every page of what it is asked for. Needs root and a writable memory cgroup (v1 or v2), else skipped.
 """
 
@@ -24,7 +24,7 @@ from tests.providers.llm_peer import running_llm_peer
 
 CHAOS_TENANT = Tenant(
     entrypoint="chaos_agent.agent:app",
-    pythonpath=REPO_ROOT / "tests" / "chaos" / "tenant",
+    pythonpath=REPO_ROOT / "tests" / "chaos" / "images" / "agent",
     bundle=LOOP_TENANT.bundle,
     tool_env=LOOP_TENANT.tool_env,
 )

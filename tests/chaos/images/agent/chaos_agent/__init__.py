@@ -1,1 +1,1 @@
-"""The chaos tier's tenant Agent (tests/chaos/tenant): a tool that needs memory, run by exact call lists."""
+"""The chaos tier's tenant Agent (tests/chaos/images/agent): a tool that needs memory, exact call lists."""
