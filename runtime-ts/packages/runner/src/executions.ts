@@ -43,6 +43,11 @@ function short(error: unknown): string {
   return text ? `${name}: ${text}` : name;
 }
 
+function withAgentRefs(tools: readonly Record<string, unknown>[], refs: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+  const names = new Set(tools.map((tool) => tool["name"]));
+  return [...tools, ...refs.filter((ref) => !names.has(ref["name"]))];
+}
+
 /** One run: the entrypoint on the input, and how it ended as the callback the OE gets. */
 export async function runExecution(
   app: App,
@@ -58,7 +63,9 @@ export async function runExecution(
       userId: request.user_id ?? null,
       orgId: request.org_id ?? null,
       resume: request.resume ?? false,
-      tools: options.tools,
+      // The agentRef tools the OE sent with the run (issue 38), after the bundle's and the tenant's own; a
+      // name those already use is theirs in the list (the OE still routes the call as the agentRef).
+      tools: withAgentRefs(options.tools, request.agent_refs ?? []),
       streamMode: [...new Set(request.stream_mode ?? [])],
       signal: options.signal,
     },

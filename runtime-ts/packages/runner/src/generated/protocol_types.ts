@@ -38,6 +38,12 @@ export interface ProtocolDocument {
  * via the `definition` "AERExecuteRequest".
  */
 export interface AERExecuteRequest {
+  /**
+   * @maxItems 64
+   */
+  agent_refs?: {
+    [k: string]: unknown | undefined;
+  }[];
   execution_id: string;
   input?: unknown;
   memory_credential?: string | null;
