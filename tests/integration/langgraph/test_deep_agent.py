@@ -94,6 +94,10 @@ def platform(
         llm_base_url=peer.base_url,
         provider_url="http://127.0.0.1:9",
         tenant=tenant,
+        # A plan is a governed step (plan_audit.py): a policy can refuse one.
+        policy={
+            "denyWhen": [{"tool": "write_todos", "when": "args.todos.exists(t, t.content == 'forbidden')"}]
+        },
     ).start()
 
 
@@ -417,3 +421,24 @@ def test_the_plan_is_a_governed_step_of_its_own_in_the_audit(
     assert any((r.get("detail") or {}).get("agent_name") == "lead" for r in plans), plans
     # The state has the plan: the tool message deepagents answers with reached the model.
     assert todo in json.dumps([r.get("args") for r in audit if r["kind"] == "llm"][-1])
+
+
+def test_a_plan_the_policy_denies_is_not_written_and_the_model_reads_why(
+    platform: Platform, peer: RunningLLMPeer
+) -> None:
+    peer.push(
+        Turn.calls(("write_todos", {"todos": [{"content": "forbidden", "status": "pending"}]})),
+        Turn.answer("no plan then"),
+    )
+    execution_id = _invoke(platform, "plan something forbidden")
+    view = platform.wait(execution_id, "completed", "failed", timeout=90)
+    assert view["status"] == "completed", (view.get("error"), view)
+    audit = platform.audit(execution_id)
+    denied = [r for r in audit if r.get("tool") == "write_todos"]
+    assert [r["decision"] for r in denied] == ["deny"], denied
+    last_question = json.dumps([r.get("args") for r in audit if r["kind"] == "llm"][-1])
+    assert "denied by policy" in last_question and "Updated todo list" not in last_question, last_question
+    with platform.client() as client:
+        sessions = f"/api/v1/projects/{PROJECT}/agents/{AGENT.split('/')[1]}/sessions"
+        state = client.get(f"{sessions}/{view['session_id']}/state").json()["values"]
+    assert not state.get("todos"), state.get("todos")
