@@ -160,3 +160,12 @@ def test_sigterm_lets_the_run_in_flight_finish_then_the_aer_exits_0(platform: No
     assert view["result"]["results"] == [{"seen": str(release)}, {"loud": "AFTER"}]
     assert aer.wait(timeout=20) == 0
     assert "SIGTERM: shutting down aer" in platform.processes["aer"].output()
+
+
+def test_a_connector_test_is_answered_by_the_ts_tool_pod_through_the_oe(platform: NodePlatform) -> None:
+    with platform.client() as client:
+        found = client.post("/api/v1/projects/team-a/agents/loop/connectors/echo/test")
+        missing = client.post("/api/v1/projects/team-a/agents/loop/connectors/nope/test")
+    assert found.status_code == 200, found.text
+    assert found.json()["ok"] is True and "no connection test" in found.json()["detail"]
+    assert missing.status_code == 404 and missing.json()["error"] == "connector_not_found"

@@ -36,6 +36,7 @@ import { WorkRegistry, type DrainSettings, type PodIdentity } from "./work_regis
 
 const logger = getLogger("agent_runtime_ts.tool");
 const NDJSON = "application/x-ndjson";
+const CONNECTOR_TEST_PATH = "/connectors/{name}/test";
 
 /** Connector tools run by the bundle's executors (connector_executor.ts). */
 export interface ConnectorRunner {
@@ -355,6 +356,19 @@ export function buildToolPod(options: ToolPodOptions): ToolPod {
       },
     },
     { method: "GET", path: TOOLS_PATH, handler: async () => json(200, { tools: surface }) },
+    {
+      // A connector's test where its credential lives (issue 29); an OpenAPI connector has no test of its
+      // own, as servers/tool_calls.py answers.
+      method: "POST",
+      path: CONNECTOR_TEST_PATH,
+      handler: async ({ params }) => {
+        const name = params["name"] ?? "";
+        if (!(connectors?.definitions ?? []).some((defs) => defs.name === name)) {
+          return json(404, { error: "connector_not_found", detail: `this Tool Pod has no connector '${name}'` });
+        }
+        return json(200, { ok: true, detail: "an OpenAPI connector has no connection test; its calls are checked when made", discovered_tools: null });
+      },
+    },
     ...workRoutes(work, { appId: options.appId, pod }),
   ];
   const server = new ComponentServer({
