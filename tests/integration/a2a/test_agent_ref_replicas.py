@@ -1,7 +1,7 @@
 """agentRef over two OE replicas on one PostgreSQL (issue 38): the parent and its held child were started on
-one replica, which is SIGKILLed and started again (nothing of them in its memory); the child's hold is
-decided on the other replica; the first hears the child end and lifts the parent's hold; the parent goes
-on with the child's answer, its held transfer run once.
+one replica, which is SIGKILLed; the child's hold is decided on the other replica meanwhile; the first,
+started again (nothing of them in its memory), hears the child end and lifts the parent's hold; the parent
+goes on with the child's answer, its held transfer run once.
 
 The AER and the Tool Pod talk to the first replica's address (their OE URL), as a Service's would to
 whichever pod answers; the second is another process on the same database.
@@ -78,7 +78,7 @@ def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return {"mode": "calls", "calls": [list(pair) for pair in pairs]}
 
 
-def test_the_childs_hold_decided_on_another_replica_after_the_parents_oe_restarted(
+def test_the_childs_hold_decided_on_another_replica_while_the_parents_oe_was_down(
     stack: tuple[Platform, str],
 ) -> None:
     platform, dsn = stack
@@ -91,12 +91,13 @@ def test_the_childs_hold_decided_on_another_replica_after_the_parents_oe_restart
     oe = platform.processes["oe"].popen
     oe.send_signal(signal.SIGKILL)
     oe.wait(10)
-    platform.start_oe(extra=replica_env(dsn))
     headers = {"authorization": f"Bearer {CLIENT_TOKEN}"}
     with httpx.Client(base_url=other, headers=headers, timeout=30) as replica:
         route = f"/api/v1/projects/team-a/executions/{child}/resume"
         decided = replica.post(route, json={"decision": "approved"})
         assert decided.status_code == 202, decided.text
+    # The child's run starts from the other replica and calls the dead one until it is back.
+    platform.start_oe(extra=replica_env(dsn))
 
     done = platform.wait(parent, "completed", "failed", timeout=60)
     assert done["status"] == "completed", (done, platform.outputs())
