@@ -22,5 +22,5 @@ exec 8>/tmp/agent-engine-apt.lock
 flock 8
 printf '[debian-packages] apt-get install %s\n' "${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" apt-get update -qq >&2
-"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+"${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+"${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
