@@ -236,18 +236,28 @@ class ExecutionTasks(RequestHandler):
         # A message sent again under its id (a client that lost the answer, an `agent` connector resending
         # one call after a crash) is the task it started, for the same caller on the same Agent: the id's
         # claim is unique in the store, so a resend never starts a second execution.
-        fresh = uuid.uuid4().hex
-        taken = None
+        execution_id = uuid.uuid4().hex
         if message.message_id:
             who = f"{agent}\n{caller.identity.username}\n{caller.identity.uid or ''}\n{message.message_id}"
             key = f"a2a-message:{hashlib.sha256(who.encode()).hexdigest()}"
-            taken = await self.engine.store.claim_once(key, {"execution_id": fresh})
-        if taken is not None:
-            earlier = await self.engine.store.get_execution(str(taken.get("execution_id")))
-            if earlier is not None and earlier.agent == agent:
-                return earlier
+            taken = await self.engine.store.claim_once(key, {"execution_id": execution_id})
+            if taken is not None:
+                # Its task, or (the first attempt was refused, or its OE died before creating it) the
+                # id it claimed: a resend never gets a second one.
+                execution_id = str(taken.get("execution_id"))
+                earlier = await self.engine.store.get_execution(execution_id)
+                if earlier is not None:
+                    if earlier.agent != agent:
+                        raise TaskNotFoundError(message=f"no task for message {message.message_id[:256]!r}")
+                    return earlier
         try:
-            record = await self.engine.invoke(request, invoked_by=caller.identity, execution_id=fresh)
+            record = await self.engine.invoke(request, invoked_by=caller.identity, execution_id=execution_id)
+        except KeyError:
+            # The same message at the same moment, through another request or replica: its task.
+            existing = await self.engine.store.get_execution(execution_id)
+            if existing is None:
+                raise
+            return existing
         except UnknownAgent as exc:
             raise TaskNotFoundError(message=str(exc)) from None
         except LimitReached as exc:
