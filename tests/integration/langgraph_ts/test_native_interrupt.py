@@ -120,3 +120,47 @@ def test_app_suspend_in_a_node_holds_the_run_and_returns_the_decision_on_resume(
     view = platform.wait(execution_id, "completed", "failed", timeout=60)
     assert view["status"] == "completed", f"{view}\n{platform.outputs()}"
     assert view["result"]["messages"][-1]["content"] == "manager said approved: fine, loyal customer"
+
+
+@pytest.mark.parametrize("decision", ["approved", "rejected"])
+def test_a_static_breakpoint_is_held_and_only_an_approval_runs_the_node_after_it(
+    decision: str,
+    tmp_path: Path,
+    spawn: Callable[..., Process],
+    llm_peer: RunningLLMPeer,
+    ledger: RunningLedger,
+) -> None:
+    tenant = sdk_tenant("breakpoint_agent")
+    tenant = type(tenant)(
+        entrypoint=tenant.entrypoint,
+        pythonpath=tenant.pythonpath,
+        bundle=tenant.bundle,
+        tool_env={"REFUND_PROVIDER_URL": ledger.url},
+    )
+    env = {"CHECKPOINT_STORE": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite3")}
+    platform = example_platform(
+        tmp_path,
+        spawn,
+        llm_base_url=llm_peer.base_url,
+        refund_url=ledger.url,
+        checkpoint_env=env,
+        tenant=tenant,
+    )
+    execution_id = _invoke(platform)
+    view = platform.wait(execution_id, timeout=60)
+    assert view["status"] == "suspended", f"{view}\n{platform.outputs()}"
+    with platform.client() as client:
+        items = client.get("/api/v1/projects/team-a/reviews").json()["items"]
+    asks = next(item for item in items if item["execution_id"] == execution_id)["asks"]
+    assert (asks["kind"], asks["step"], asks["payload"]) == ("breakpoint", 2, {"next": ["send"]}), asks
+    assert ledger.effects("reply-2") == []
+    _resume(platform, execution_id, {"decision": decision, "reviewer_notes": "checked"})
+    view = platform.wait(execution_id, "completed", "failed", timeout=60)
+    if decision == "approved":
+        assert view["status"] == "completed", f"{view}\n{platform.outputs()}"
+        assert view["result"]["messages"][-1]["content"] == "sent: We shipped it again."
+        assert len(ledger.effects("reply-2")) == 1
+    else:
+        assert view["status"] == "failed", view
+        assert "breakpoint at step 2: checked" in view["error"]["explanation"], view["error"]
+        assert ledger.effects("reply-2") == []

@@ -19,7 +19,7 @@ import { turnStart } from "./checkpoint_branch.js";
 import { MONGODB_URI_ENV } from "./checkpointer.js";
 import { toPlatform } from "./messages.js";
 import { stoppedAnswers } from "./stopped_tool_call_middleware.js";
-import { pendingInterrupt, resumeFor, type NativeHold } from "./suspend.js";
+import { pendingBreakpoint, pendingInterrupt, resumeFor, type NativeHold } from "./suspend.js";
 
 type Run = ReturnType<typeof currentRun>;
 
@@ -27,7 +27,7 @@ type Run = ReturnType<typeof currentRun>;
 export interface CompiledGraphLike {
   invoke(input: unknown, config: Record<string, unknown>): Promise<unknown>;
   stream?(input: unknown, config: Record<string, unknown>): Promise<AsyncIterable<unknown>>;
-  getState(config: Record<string, unknown>): Promise<{ values: unknown }>;
+  getState(config: Record<string, unknown>): Promise<{ values: unknown; next?: readonly string[] }>;
   checkpointer?: unknown;
 }
 
@@ -113,7 +113,7 @@ export class LangGraphBaseAgent {
     let result = await this.turn(graphInput, config, modes);
     for (;;) {
       if (run.suspension !== null) throw run.suspension;
-      const hold = pendingInterrupt(result);
+      const hold = pendingInterrupt(result) ?? (await this.breakpoint(saver, run));
       if (hold === undefined) break;
       if (saver === undefined) {
         throw new UngovernedInterruptError(
@@ -123,9 +123,17 @@ export class LangGraphBaseAgent {
       }
       // The replayed turn stops here again at the same step: the reviewer's reply continues the graph.
       const resume = await this.decided(run, hold);
-      result = await this.turn(new Command({ resume }), { configurable: { thread_id: this.threadId }, signal: context.signal }, modes);
+      const next = resume === null ? null : new Command({ resume });
+      result = await this.turn(next, { configurable: { thread_id: this.threadId }, signal: context.signal }, modes);
     }
     return jsonableState(result);
+  }
+
+  /** A static breakpoint the graph stopped at: tasks still to run on the thread's latest checkpoint. */
+  private async breakpoint(saver: BaseCheckpointSaver | undefined, run: Run): Promise<NativeHold | undefined> {
+    if (saver === undefined || run.platformFailure !== null) return undefined;
+    const state = await this.graph.getState({ configurable: { thread_id: this.threadId } });
+    return pendingBreakpoint(state.next ?? []);
   }
 
   /** `invoke`, or `stream` with each chunk of the client's modes sent to the OE as it comes (LG-10); the
@@ -162,9 +170,9 @@ export class LangGraphBaseAgent {
     }
   }
 
-  /** The `resume` past the graph's interrupt once the OE has the reviewer's decision; until then the
-   * interrupt is held in the OE at a step of its own and the run ends SUSPENDED. */
-  private async decided(run: Run, hold: NativeHold): Promise<Record<string, unknown>> {
+  /** The `resume` past the graph's pause once the OE has the reviewer's decision (null: continue with no
+   * input); until then the pause is held in the OE at a step of its own and the run ends SUSPENDED. */
+  private async decided(run: Run, hold: NativeHold): Promise<Record<string, unknown> | null> {
     const step = run.allocateStep();
     const request: protocol.ToolExecuteRequest = {
       execution_id: run.context.executionId,
@@ -190,7 +198,7 @@ export class LangGraphBaseAgent {
       run.suspension = SuspendRequested.fromResult(answer.result, step, protocol.AGENT_SUSPEND);
       throw run.suspension;
     }
-    const failure = `the OE answered the graph's interrupt at step ${step} with ${answer.status ?? "no outcome"} instead of holding it for a human`;
+    const failure = `the OE answered the graph's ${hold.args.kind} at step ${step} with ${answer.status ?? "no outcome"} instead of holding it for a human`;
     run.platformFailure ??= failure;
     throw new PlatformFailure(failure);
   }

@@ -1,4 +1,4 @@
-// LangGraph's own `interrupt(value)` as a hold in the OE (issue 31's contract, seed 002's "interrupts as
+// LangGraph's own pauses, `interrupt(value)` and static breakpoints, as holds in the OE (issue 31's contract, seed 002's "interrupts as
 // holds"), as pure decisions; agent.ts does the asking.
 //
 // A node's `interrupt(value)` stops the graph with the interrupt pending. The AER holds it in the OE as an
@@ -6,16 +6,23 @@
 // reviewers like any hold, and a reviewer may answer it with a `value`. The resumed run replays the turn
 // (checkpoint_branch.ts), stops at the same interrupt at the same step, finds the reviewer's reply for that
 // step and continues the graph with `Command({ resume: { [interruptId]: value } })`, so `interrupt()`
-// returns the reviewer's value. A rejection ends the turn with HoldRejected (the reviewer's notes); the
+// returns the reviewer's value. A breakpoint is held the same way (kind `breakpoint`, payload the nodes to
+// run next) and an approval continues the graph with no input. A rejection ends the turn with HoldRejected (the reviewer's notes); the
 // thread's next turn discards the pending task, as LangGraph does for any new input.
 
 export const INTERRUPT_KIND = "interrupt";
+export const BREAKPOINT_KIND = "breakpoint";
 
-/** One `interrupt()` the graph stopped at. */
+/** One pause of the graph: an `interrupt()`, or a static breakpoint (`interruptBefore`/`interruptAfter`),
+ * which stops the graph with tasks still to run and no interrupt. */
 export interface NativeHold {
   readonly interruptId: string;
   /** The held step's arguments: what the OE fingerprints, audits and shows. */
-  readonly args: { readonly reason: string; readonly payload: unknown; readonly kind: typeof INTERRUPT_KIND };
+  readonly args: {
+    readonly reason: string;
+    readonly payload: unknown;
+    readonly kind: typeof INTERRUPT_KIND | typeof BREAKPOINT_KIND;
+  };
 }
 
 /** The reviewer's answer to a held step, as the OE sends it in `suspend_replies`. */
@@ -49,11 +56,22 @@ export function pendingInterrupt(result: unknown): NativeHold | undefined {
   };
 }
 
-/** What continues the graph past the decided hold at `step`: the `resume` of a Command. */
-export function resumeFor(hold: NativeHold, reply: HoldReply, step: number): Record<string, unknown> {
+/** A static breakpoint: the graph stopped before `next` with no interrupt pending; undefined if it ended. */
+export function pendingBreakpoint(next: readonly string[]): NativeHold | undefined {
+  if (next.length === 0) return undefined;
+  return {
+    interruptId: "",
+    args: { reason: `breakpoint before ${next.join(", ")}`, payload: { next: [...next] }, kind: BREAKPOINT_KIND },
+  };
+}
+
+/** What continues the graph past the decided hold at `step`: the `resume` of a Command for an interrupt,
+ * null (the graph continues with no input) for a breakpoint. */
+export function resumeFor(hold: NativeHold, reply: HoldReply, step: number): Record<string, unknown> | null {
   if (reply.decision !== "approved") {
     const notes = reply.reviewer_notes ? `: ${reply.reviewer_notes}` : "";
-    throw new HoldRejected(`the reviewer rejected the graph's interrupt at step ${step}${notes}`);
+    throw new HoldRejected(`the reviewer rejected the graph's ${hold.args.kind} at step ${step}${notes}`);
   }
+  if (hold.args.kind === BREAKPOINT_KIND) return null;
   return { [hold.interruptId]: reply.value ?? null };
 }

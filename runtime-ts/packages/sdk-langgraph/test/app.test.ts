@@ -16,7 +16,7 @@ import {
   toolErrorText,
   turnStart,
 } from "../src/index.js";
-import { HoldRejected, pendingInterrupt, resumeFor } from "../src/suspend.js";
+import { HoldRejected, pendingBreakpoint, pendingInterrupt, resumeFor } from "../src/suspend.js";
 
 describe("the App", () => {
   it("registers a LangChain tool with its JSON Schema and returns a governed twin", () => {
@@ -110,6 +110,14 @@ describe("a node's interrupt()", () => {
     assert.equal(pendingInterrupt({ messages: [] }), undefined);
     assert.deepEqual(resumeFor(hold!, { decision: "approved", value: 42 }, 3), { "i-1": 42 });
     assert.throws(() => resumeFor(hold!, { decision: "rejected", reviewer_notes: "no" }, 3), (e: Error) => e instanceof HoldRejected && /step 3: no/.test(e.message));
+  });
+
+  it("a static breakpoint is held with the nodes to run next, and continues with no input", () => {
+    const hold = pendingBreakpoint(["send"]);
+    assert.deepEqual(hold?.args, { reason: "breakpoint before send", payload: { next: ["send"] }, kind: "breakpoint" });
+    assert.equal(pendingBreakpoint([]), undefined);
+    assert.equal(resumeFor(hold!, { decision: "approved" }, 2), null);
+    assert.throws(() => resumeFor(hold!, { decision: "rejected" }, 2), /rejected the graph's breakpoint at step 2/);
   });
 });
 
