@@ -102,3 +102,60 @@ def test_the_react_agent_holds_the_refund_and_runs_it_once_after_approval(
     aer_output = platform.processes["aer"].output()
     assert LLM_KEY not in aer_output and REFUND_TOKEN not in aer_output
     assert REFUND_TOKEN not in json.dumps(view)
+
+
+def test_a_second_turn_of_the_session_holds_and_resumes_on_top_of_the_first(
+    tmp_path: Path,
+    spawn: Callable[..., Process],
+    llm_peer: RunningLLMPeer,
+    ledger: RunningLedger,
+) -> None:
+    checkpoint_env = {"CHECKPOINT_STORE": "sqlite", "CHECKPOINT_SQLITE_PATH": str(tmp_path / "cp.sqlite3")}
+    platform = example_platform(
+        tmp_path, spawn, llm_base_url=llm_peer.base_url, refund_url=ledger.url, checkpoint_env=checkpoint_env
+    )
+
+    def turn(text: str) -> str:
+        with platform.client() as client:
+            body = {
+                "agent": "team-a/loop",
+                "session_id": "customer-9",
+                "input": {"messages": [{"role": "user", "content": text}]},
+            }
+            response = client.post("/invoke", json=body)
+        assert response.status_code == 202, response.text
+        return str(response.json()["execution_id"])
+
+    llm_peer.push(Turn.calls(("lookup_order", {"order": "A100"})), Turn.answer("A100 was delivered."))
+    first = platform.wait(turn("where is A100?"), timeout=60)
+    assert first["status"] == "completed", first
+
+    llm_peer.push(
+        Turn.calls(("issue_refund", {"order": "A100", "amount": 42})),
+        Turn.answer("Refunded A100."),
+    )
+    second = turn("refund it anyway")
+    assert platform.wait(second, timeout=60)["status"] == "suspended"
+    with platform.client() as client:
+        response = client.post(
+            f"/api/v1/projects/team-a/executions/{second}/resume", json={"decision": "approved"}
+        )
+        assert response.status_code == 202, response.text
+    view = platform.wait(second, "completed", "failed", timeout=60)
+    assert view["status"] == "completed", f"{view}\n{platform.outputs()}"
+    # The resumed second turn replayed from its own start, on top of the first turn's state.
+    types = [m["type"] for m in view["result"]["messages"]]
+    assert types == ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"], types
+    assert len(ledger.effects("A100")) == 1
+    assert len(llm_peer.requests) == 4  # two per turn; the resume's replay asked the model nothing new
+    last = llm_peer.requests[-1].body["messages"]
+    assert [m["role"] for m in last] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
