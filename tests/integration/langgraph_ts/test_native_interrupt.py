@@ -6,6 +6,7 @@ interrupt, and leaves the session's thread usable."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,10 @@ def test_app_suspend_in_a_node_holds_the_run_and_returns_the_decision_on_resume(
     view = platform.wait(execution_id, "completed", "failed", timeout=60)
     assert view["status"] == "completed", f"{view}\n{platform.outputs()}"
     assert view["result"]["messages"][-1]["content"] == "manager said approved: fine, loyal customer"
+    # The tenant's resolver keyed the thread, verbatim, for the new run and its resume alike (LG-05).
+    with sqlite3.connect(tmp_path / "cp.sqlite3") as db:
+        threads = {row[0] for row in db.execute("SELECT DISTINCT thread_id FROM checkpoints")}
+    assert threads == {"desk-7__anonymous"}, threads
 
 
 @pytest.mark.parametrize("decision", ["approved", "rejected"])
