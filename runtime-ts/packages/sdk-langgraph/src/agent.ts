@@ -207,10 +207,11 @@ export class LangGraphBaseAgent {
   private async recoveredInput(input: unknown, config: Record<string, unknown>): Promise<unknown> {
     const state = await this.graph.getState(config);
     const stopped = stoppedAnswers(messagesOf(state.values));
-    if (stopped.length === 0) return input;
-    const record = (input ?? {}) as Record<string, unknown>;
-    const messages = Array.isArray(record["messages"]) ? (record["messages"] as unknown[]) : [];
-    return { ...record, messages: [...stopped, ...messages] };
+    // Only a messages input can carry the answers; any other input goes to the graph as it came.
+    if (stopped.length === 0 || typeof input !== "object" || input === null || Array.isArray(input)) return input;
+    const record = input as Record<string, unknown>;
+    if (!Array.isArray(record["messages"])) return input;
+    return { ...record, messages: [...stopped, ...(record["messages"] as unknown[])] };
   }
 
   private missing(executionId: string, why: "no_checkpoint" | "another_turn"): CheckpointMissingError {
