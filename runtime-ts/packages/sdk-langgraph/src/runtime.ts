@@ -1,7 +1,7 @@
 // The LangGraph App (LG-03): the runner's App plus what a LangGraph.js agent needs.
 //
 //   const app = new App({ appName: "support-agent" });
-//   const model = app.llm(new ChatOpenAI({ model: "gpt-4o-mini" }), { llmId: "main" }); // runs in the Tool Pod
+//   const model = app.llm(() => new ChatOpenAI({ model: "gpt-4o-mini" }), { llmId: "main" }); // Tool Pod only
 //   const lookup = app.tool(lookupTool, { sensitive: true });                           // governed
 //   app.entrypoint(() => createReactAgent({ llm: model, tools: [lookup], checkpointer: app.checkpointer() }));
 //
@@ -11,9 +11,9 @@
 // - `app.resolveThreadId(fn)`: the agent's own thread key, used verbatim.
 // - `app.llm(model, { llmId })`: a LangChain chat model registered for the Tool Pod; returns a chat model
 //   whose every call goes through the OE. `app.llm(llmId)` is still the runner's platform model.
-// - `app.tool(langchainTool, options)`: registers the tool (its body runs where `isLocal` says) and
-//   returns its governed twin; `app.tool(options, body)` is the runner's. `app.langchainTools(ctx)`: the
-//   Agent's whole tool surface (connector tools too) as governed LangChain tools.
+// - `app.tool(langchainTool, options)`: registers the tool (its body runs where `isLocal` says) and makes
+//   the tool object itself governed; `app.tool(options, body)` is the runner's. `app.langchainTools(ctx)`:
+//   the Agent's whole tool surface (connector tools too) as governed LangChain tools.
 import type { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import type { StructuredToolInterface } from "@langchain/core/tools";
 import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
@@ -50,7 +50,7 @@ export interface LangChainToolOptions {
   /** Held for a reviewer by the OE's default policy. */
   readonly sensitive?: boolean;
   readonly timeoutS?: number;
-  /** The secrets the body may read in the Tool Pod (issue 36). */
+  /** The secrets the body needs in the Tool Pod (the runner's Tool Pod refuses to start without them). */
   readonly requiredSecrets?: readonly string[];
 }
 
