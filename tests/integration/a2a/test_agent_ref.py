@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 AGENT_REFS = [
     {"tool": "agent.loop", "agent": AGENT, "description": "the loop Agent, once"},
     {"tool": "agent.other", "agent": "team-b/other"},
+    {"tool": "agent.loop.held", "agent": AGENT, "sensitive": True},
 ]
 
 
@@ -287,3 +288,26 @@ def wait_for_child(platform: Platform, parent: str, timeout: float = 30) -> str:
             return str(row[0])
         time.sleep(0.05)
     raise TimeoutError(f"no child of {parent}")
+
+
+def test_a_sensitive_agent_ref_is_held_before_any_child_starts_and_its_approval_starts_one(
+    platform: Platform,
+) -> None:
+    parent = platform.invoke(calls(("agent.loop.held", {"input": calls(("shout", {"text": "ok"}))})))
+    hold = platform.wait(parent, "suspended")["suspension"]
+    assert hold["kind"] == "approval_required" and hold["tool"] == "agent.loop.held", hold
+    with sqlite3.connect(platform.tmp / "oe" / "oe.sqlite3") as db:
+        started = db.execute(
+            "SELECT count(*) FROM executions WHERE json_extract(record, '$.parent.execution_id') = ?",
+            (parent,),
+        ).fetchone()[0]
+    assert started == 0, "no child may start before the parent's reviewer approves the call"
+    with platform.client() as client:
+        decided = client.post(
+            f"/api/v1/projects/team-a/executions/{parent}/resume", json={"decision": "approved"}
+        )
+        assert decided.status_code == 202, decided.text
+    done = platform.wait(parent, "completed", "failed")
+    assert done["status"] == "completed" and done["result"]["results"] == [{"results": [{"loud": "OK"}]}]
+    child = child_of(platform, parent)
+    assert platform.wait(child)["parent"]["execution_id"] == parent
