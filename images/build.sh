@@ -223,9 +223,19 @@ bud "$NODE_IMAGE" \
     "$(printf '%s %s' "$(image_id "$BASE_IMAGE")" "$(files_digest "$REPO" images/node)" | sha256sum | cut -c1-32)" \
     "$REPO/images/node/Dockerfile" "$node_ctx" --build-arg "BASE_IMAGE=$BASE_IMAGE"
 node_runtime_ref="agent-engine/runtime-node:$VERSION"
+# What the image is built from: the lockfile, the manifests, each package's sources and the runner's schema,
+# not the tests (edited most often; the Dockerfile drops them before the build), so a test's change does not
+# rebuild it.
+node_inputs=(.dockerignore images/runtime-node runtime-ts/package.json runtime-ts/package-lock.json
+    runtime-ts/tsconfig.base.json)
+for package in "$REPO"/runtime-ts/packages/*/; do
+    for part in package.json tsconfig.json src schema; do
+        [[ -e "$package$part" ]] && node_inputs+=("${package#"$REPO/"}$part")
+    done
+done
 bud "$node_runtime_ref" \
-    "$(printf '%s %s' "$(image_id "$NODE_IMAGE")" \
-        "$(files_digest "$REPO" .dockerignore runtime-ts images/runtime-node)" | sha256sum | cut -c1-32)" \
+    "$(printf '%s %s' "$(image_id "$NODE_IMAGE")" "$(files_digest "$REPO" "${node_inputs[@]}")" |
+        sha256sum | cut -c1-32)" \
     "$REPO/images/runtime-node/Dockerfile" "$REPO" --build-arg "NODE_IMAGE=$NODE_IMAGE"
 export_archive "$node_runtime_ref"
 

@@ -122,6 +122,21 @@ def test_install_journey_on_real_pods(real_cluster: tuple[ControlPlane, Path], n
     print(json.dumps({"node": node.phase_seconds, "images": node.loaded_images, **report}, indent=1))
 
 
+def test_langgraphjs_agent_on_real_pods_holds_the_refund_and_runs_it_once(
+    real_cluster: tuple[ControlPlane, Path], node: RealNode
+) -> None:
+    """Issue 40: examples/langgraphjs-agent (spec.runtime node, built FROM agent-engine/runtime-node) on the
+    real node: its AER and Tool Pod run `node /opt/agent-engine/runner/launcher.js` as non-root, read-only
+    at /, within their limits; invoked through the chart's OE, the sensitive issue_refund is held, nothing
+    reaches the provider until a reviewer approves, then it runs exactly once (tests/install_flow_ts.py)."""
+    from tests.install_flow_ts import run_langgraphjs_journey
+
+    plane, archives = real_cluster
+    report = run_langgraphjs_journey(real_platform(plane, archives, node))
+    assert report["refund_posts"] == 1, report
+    print(json.dumps(report, indent=1))
+
+
 def test_upgrade_from_the_previous_release_with_work_in_flight(
     real_cluster: tuple[ControlPlane, Path], node: RealNode, tmp_path: Path
 ) -> None:
