@@ -65,6 +65,8 @@ class ChaosReport:
 
     runs: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    # Seconds each kind took, injected until its effect was over (what a kind adds to the run).
+    fault_seconds: Counter[str] = field(default_factory=Counter)
     started: int = 0
     completed: int = 0
     held: int = 0
@@ -90,6 +92,7 @@ class ChaosReport:
         return {
             "runs": self.runs,
             "faults": dict(self.faults),
+            "fault_seconds": {kind: round(seconds, 1) for kind, seconds in self.fault_seconds.items()},
             "executions": self.started,
             "completed": self.completed,
             "held": self.held,
@@ -279,6 +282,13 @@ def _store_back(kube: Kube, system_ns: str, tokens: tuple[str, str], execution: 
         return False
 
 
+def _inject(faults: dict[str, Callable[[], None]], kind: str, report: ChaosReport) -> None:
+    began = time.monotonic()
+    faults[kind]()
+    report.faults[kind] += 1
+    report.fault_seconds[kind] += time.monotonic() - began
+
+
 def schedule(kinds: list[str], *, rounds: int, rng: random.Random) -> list[tuple[str, str]]:
     """Each round's (first, second) faults: every kind once in the first rounds (so a short run meets
     them all), then at random."""
@@ -311,6 +321,7 @@ def run_chaos(
             create_namespace(kube, namespace, annotations=platform.namespace_annotations)
         values: dict[str, str] = {}
         if store_dir is not None:
+            pg_began = time.monotonic()
             manifest = store.objects(
                 image=CHAOS_IMAGES[1], namespace=system_ns, data_dir=store_dir, password=store.new_password()
             )
@@ -320,6 +331,7 @@ def run_chaos(
             )  # fmt: skip
             rollout(kube, namespace=system_ns, deployment=store.NAME)
             values = store.helm_values()
+            platform.timings["chaos: PostgreSQL up"] = round(time.monotonic() - pg_began, 1)
         helm_install(kube, namespace=system_ns, values=values)
         eventually("CRDs established", lambda: crds_established(kube))
         for deployment in (OPERATOR_DEPLOYMENT, OE_DEPLOYMENT):
@@ -355,7 +367,10 @@ def run_chaos(
         ]
         use_llm_peer(kube, app_ns=app_ns, script=script)
         if oom_fault:
+            agent_began = time.monotonic()
             wait_agent_generation_ready(kube, namespace=app_ns, agent=oom.AGENT, timeout=300)
+            waited = round(time.monotonic() - agent_began, 1)
+            platform.timings["chaos: chaos Agent ready after the echo one"] = waited
         tokens = invoker_and_reviewer(kube, app_ns=app_ns)
     campaign = _Campaign(kube=kube, system_ns=system_ns, app_ns=app_ns, tokens=tokens, report=report)
     faults = pod_faults(kube, system_ns=system_ns, app_ns=app_ns)
@@ -383,8 +398,7 @@ def run_chaos(
                     task = {"text": f"round {round_} execution {index}: store a message"}
                     started.append(_invoke(client, agent=EXAMPLE_AGENT, app_ns=app_ns, task=task))
             time.sleep(rng.uniform(0.0, 1.5))
-            faults[first]()
-            report.faults[first] += 1
+            _inject(faults, first, report)
             # The second lands while the approved calls store their messages.
             views = _held_or_final(kube, system_ns=system_ns, tokens=tokens, executions=started)
             with oe_clients(kube, system_ns=system_ns, tokens=tokens) as (_, lead):
@@ -395,8 +409,7 @@ def run_chaos(
                             json={"decision": "approved", "reviewer_notes": "chaos"},
                         )
             time.sleep(rng.uniform(0.0, 1.0))
-            faults[second]()
-            report.faults[second] += 1
+            _inject(faults, second, report)
             everything += started
     everything += campaign.extra
     with platform.step("chaos: every execution settled"):
