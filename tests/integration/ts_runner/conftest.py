@@ -3,28 +3,19 @@ the TypeScript runner (the OE is the Python one)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Process
-from tests.integration.loop.harness import LLM_KEY
+from tests.integration import peer_fixtures
 from tests.integration.ts_runner.node_platform import NodePlatform, node_platform
-from tests.providers.echo_provider import running_echo_provider
-from tests.providers.llm_peer import RunningLLMPeer, running_llm_peer
+from tests.providers.llm_peer import RunningLLMPeer
 
-
-@pytest.fixture
-def llm_peer() -> Iterator[RunningLLMPeer]:
-    with running_llm_peer(api_key=LLM_KEY) as peer:
-        yield peer
-
-
-@pytest.fixture
-def provider_url() -> Iterator[str]:
-    with running_echo_provider() as provider:
-        yield provider.url
+# The shared peers, by name, for this directory's tests.
+llm_peer = peer_fixtures.llm_peer
+provider_url = peer_fixtures.provider_url
 
 
 @pytest.fixture
